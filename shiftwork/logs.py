@@ -1,0 +1,36 @@
+"""Send a job's messages to its Snakemake log file."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import sys
+import traceback
+from pathlib import Path
+from typing import Iterator
+
+LOGGER = logging.getLogger("shiftwork")
+
+
+@contextlib.contextmanager
+def log_to(path: str | Path | None) -> Iterator[logging.Logger]:
+    """Route stderr and the ``shiftwork`` logger to ``path``; a failure's traceback lands there too."""
+    if path is None:
+        yield LOGGER
+        return
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", buffering=1) as fh:
+        old_stderr = sys.stderr
+        sys.stderr = fh
+        handler = logging.StreamHandler(fh)
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
+        LOGGER.addHandler(handler)
+        LOGGER.setLevel(logging.INFO)
+        try:
+            yield LOGGER
+        except BaseException:
+            traceback.print_exc(file=fh)
+            raise
+        finally:
+            LOGGER.removeHandler(handler)
+            sys.stderr = old_stderr

@@ -1,0 +1,45 @@
+"""Load a prepared model directory onto the job's device, ready for batched inference."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from ..device import pick_device, pick_dtype
+from .prepare import read_info
+
+
+@dataclass
+class LoadedModel:
+    name: str
+    model: Any
+    tokenizer: Any
+    device: torch.device
+    dtype: torch.dtype
+    chat: bool
+    info: dict
+
+
+def load_prepared(
+    model_dir: str | os.PathLike,
+    dtype: str = "auto",
+    device: str | None = None,
+) -> LoadedModel:
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    info = read_info(model_dir)
+    dev = pick_device(device)
+    torch_dtype = pick_dtype(dtype, dev)
+    tok = AutoTokenizer.from_pretrained(model_dir)
+    tok.padding_side = "left"
+    if tok.pad_token is None:
+        tok.pad_token = tok.eos_token
+    kwargs: dict[str, Any] = {"dtype": torch_dtype}
+    if dev.type == "cuda":
+        kwargs["attn_implementation"] = "sdpa"
+    model = AutoModelForCausalLM.from_pretrained(model_dir, **kwargs).to(dev)
+    model.eval()
+    return LoadedModel(info["name"], model, tok, dev, torch_dtype, bool(info.get("chat")), info)

@@ -1,0 +1,145 @@
+"""The inference steps of the stability study: generate and probe, one model x dataset per job."""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Mapping
+
+import numpy as np
+import pandas as pd
+
+from .inference.formatting import model_input
+from .inference.generation import generate_batches
+from .inference.probe import layer_cosines, probe_batches
+from .logs import LOGGER
+from .models.loading import load_prepared
+from .provenance import make_provenance
+from .tables import TableWriter, read_table
+
+KEYS = ["model", "dataset", "prompt_id", "variant_id"]
+VARIANT_META = ["family", "kind", "position", "strength"]
+
+
+def _throughput(step: str, n_rows: int, n_unique: int, n_tokens: int, seconds: float) -> dict[str, Any]:
+    stats = {
+        "rows": n_rows,
+        "unique_inputs": n_unique,
+        "tokens": n_tokens,
+        "seconds": round(seconds, 3),
+        "variant_evals_per_s": round(n_rows / seconds, 3) if seconds else None,
+        "tokens_per_s": round(n_tokens / seconds, 3) if seconds else None,
+    }
+    LOGGER.info("%s throughput: %s", step, stats)
+    return stats
+
+
+def generate_responses(
+    filtered_path: str,
+    model_dir: str,
+    model_name: str,
+    out: str,
+    max_new_tokens: int,
+    batch_size: int,
+    dtype: str = "auto",
+) -> dict[str, Any]:
+    """Greedy responses to the baseline and every kept variant, streamed to ``out`` per batch.
+    Identical model inputs are generated once."""
+    variants = read_table(filtered_path, ["dataset", "prompt_id", "variant_id", "text"] + VARIANT_META)
+    lm = load_prepared(model_dir, dtype)
+    LOGGER.info("generate: %s on %s (%s), %d rows", model_name, lm.device, lm.dtype, len(variants))
+    inputs = [model_input(lm.tokenizer, t, lm.chat) for t in variants["text"]]
+    variants = variants.assign(model=model_name, model_input=inputs)
+    unique = list(dict.fromkeys(inputs))
+    rows_of: dict[str, list[int]] = {}
+    for i, x in enumerate(inputs):
+        rows_of.setdefault(x, []).append(i)
+    settings = {"max_new_tokens": max_new_tokens, "batch_size": batch_size, "dtype": str(lm.dtype)}
+    prov = make_provenance("generate", settings, model=model_name, weight_digest=lm.info["weight_digest"],
+                           extra={"device": str(lm.device)})
+    columns = KEYS + VARIANT_META + ["text", "model_input", "response", "n_tokens", "stopped"]
+    start = time.perf_counter()
+    n_tokens = 0
+    with TableWriter(out, prov) as writer:
+        for batch in generate_batches(lm, unique, max_new_tokens, batch_size):
+            parts = []
+            for g in batch:
+                idx = rows_of[unique[g.index]]
+                part = variants.iloc[idx].assign(response=g.response, n_tokens=g.n_tokens, stopped=g.stopped)
+                parts.append(part)
+                n_tokens += g.n_tokens
+            writer.write(pd.concat(parts)[columns])
+        if not unique:
+            writer.close(pd.DataFrame(columns=columns))
+    return _throughput("generate", len(variants), len(unique), n_tokens, time.perf_counter() - start)
+
+
+def probe_responses(
+    generations_path: str,
+    model_dir: str,
+    model_name: str,
+    out: str,
+    batch_size: int,
+    dtype: str = "auto",
+    store_hidden: bool = False,
+) -> dict[str, Any]:
+    """Probe every variant with its prompt's baseline response r_0 (see :mod:`shiftwork.inference.probe`).
+
+    Baseline inputs run first and their last-token states are kept; each variant's per-layer
+    cosine to its baseline is computed as soon as its batch is done, so memory does not grow
+    with the number of variants. Identical (input, r_0) pairs are computed once; a variant
+    whose input equals its baseline's gets cosine exactly 1."""
+    gens = read_table(generations_path, KEYS + ["family", "model_input", "response"])
+    base = gens[gens["family"] == "baseline"].set_index("prompt_id")
+    if base.index.duplicated().any():
+        raise ValueError(f"{generations_path}: more than one baseline row for prompts {sorted(base.index[base.index.duplicated()])}")
+    missing = sorted(set(gens["prompt_id"]) - set(base.index))
+    if missing:
+        raise ValueError(f"{generations_path}: no baseline row for prompts {missing}")
+    gens = gens.assign(r0=gens["prompt_id"].map(base["response"]), base_input=gens["prompt_id"].map(base["model_input"]))
+    lm = load_prepared(model_dir, dtype)
+    keys = list(zip(gens["model_input"], gens["r0"]))
+    base_keys = list(dict.fromkeys(zip(base["model_input"], base["response"])))
+    other_keys = [k for k in dict.fromkeys(keys) if k not in set(base_keys)]
+    rows_of: dict[tuple[str, str], list[int]] = {}
+    for i, k in enumerate(keys):
+        rows_of.setdefault(k, []).append(i)
+    prov = make_provenance("probe", {"batch_size": batch_size, "dtype": str(lm.dtype), "store_hidden": store_hidden},
+                           model=model_name, weight_digest=lm.info["weight_digest"], extra={"device": str(lm.device)})
+    base_hidden: dict[str, np.ndarray] = {}
+    start = time.perf_counter()
+    n_tokens = 0
+
+    def rows_for(keys_batch, results) -> pd.DataFrame:
+        recs = []
+        for r in results:
+            key = keys_batch[r.index]
+            for i in rows_of[key]:
+                row = gens.iloc[i]
+                same_as_base = row["model_input"] == row["base_input"]
+                if same_as_base:
+                    cos = np.ones(r.last_hidden.shape[0])
+                else:
+                    cos = layer_cosines(r.last_hidden, base_hidden[row["prompt_id"]])
+                rec = {k: row[k] for k in KEYS}
+                rec.update(logprob=r.logprob, entropy=r.entropy, n_response_tokens=r.n_response_tokens,
+                           act_cos=float(cos.mean()), act_cos_layers=cos.tolist())
+                if store_hidden:
+                    rec["hidden_last"] = r.last_hidden.tolist()
+                recs.append(rec)
+        return pd.DataFrame(recs)
+
+    with TableWriter(out, prov) as writer:
+        for phase_keys in (base_keys, other_keys):
+            if not phase_keys:
+                continue
+            inputs = [k[0] for k in phase_keys]
+            responses = [k[1] for k in phase_keys]
+            for results in probe_batches(lm, inputs, responses, batch_size):
+                if phase_keys is base_keys:
+                    for r in results:
+                        for i in rows_of[phase_keys[r.index]]:
+                            if gens.iloc[i]["family"] == "baseline":
+                                base_hidden[gens.iloc[i]["prompt_id"]] = r.last_hidden
+                n_tokens += sum(r.n_response_tokens for r in results)
+                writer.write(rows_for(phase_keys, results))
+    return _throughput("probe", len(gens), len(base_keys) + len(other_keys), n_tokens, time.perf_counter() - start)

@@ -1,0 +1,127 @@
+"""Parquet tables: atomic writes with provenance metadata, and checked reads."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+PROVENANCE_KEY = b"shiftwork.provenance"
+
+
+class TableError(ValueError):
+    """A table is missing, unreadable or lacks expected columns."""
+
+
+def _with_metadata(table: pa.Table, provenance: Mapping[str, Any] | None) -> pa.Table:
+    meta = dict(table.schema.metadata or {})
+    meta[PROVENANCE_KEY] = json.dumps(dict(provenance or {}), sort_keys=True, default=str).encode()
+    return table.replace_schema_metadata(meta)
+
+
+def atomic_path(path: str | os.PathLike) -> tuple[Path, Path]:
+    """A temporary sibling of ``path`` (same directory, so the final rename is atomic)."""
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    os.close(fd)
+    return target, Path(tmp)
+
+
+def write_table(df: pd.DataFrame, path: str | os.PathLike, provenance: Mapping[str, Any] | None = None) -> Path:
+    """Write ``df`` to ``path`` as Parquet: first to a temporary file, then rename over the target,
+    so a reader never sees a half-written table."""
+    table = pa.Table.from_pandas(df.reset_index(drop=True), preserve_index=False)
+    table = _with_metadata(table, provenance)
+    target, tmp = atomic_path(path)
+    try:
+        pq.write_table(table, tmp)
+        os.replace(tmp, target)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+    return target
+
+
+class TableWriter:
+    """Stream batches of rows into one Parquet file, committed atomically on :meth:`close`.
+
+    Use as a context manager; if the block raises, the temporary file is removed and the
+    target is left untouched.
+    """
+
+    def __init__(self, path: str | os.PathLike, provenance: Mapping[str, Any] | None = None):
+        self.target, self.tmp = atomic_path(path)
+        self.provenance = provenance
+        self._writer: pq.ParquetWriter | None = None
+        self._schema: pa.Schema | None = None
+
+    def write(self, df: pd.DataFrame) -> None:
+        table = pa.Table.from_pandas(df.reset_index(drop=True), preserve_index=False)
+        if self._writer is None:
+            table = _with_metadata(table, self.provenance)
+            self._schema = table.schema
+            self._writer = pq.ParquetWriter(self.tmp, self._schema)
+        else:
+            table = table.cast(self._schema)
+        self._writer.write_table(table)
+
+    def close(self, empty: pd.DataFrame | None = None) -> Path:
+        if self._writer is None:
+            write_table(empty if empty is not None else pd.DataFrame(), self.target, self.provenance)
+            self.tmp.unlink(missing_ok=True)
+            return self.target
+        self._writer.close()
+        os.replace(self.tmp, self.target)
+        return self.target
+
+    def abort(self) -> None:
+        if self._writer is not None:
+            self._writer.close()
+        self.tmp.unlink(missing_ok=True)
+
+    def __enter__(self) -> "TableWriter":
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc_type is None:
+            self.close()
+        else:
+            self.abort()
+
+
+def read_table(path: str | os.PathLike, columns: Iterable[str] | None = None) -> pd.DataFrame:
+    """Read a Parquet table; with ``columns``, fail naming the file and the missing columns."""
+    path = Path(path)
+    if not path.exists():
+        raise TableError(f"table {path} does not exist")
+    df = pd.read_parquet(path)
+    if columns is not None:
+        missing = [c for c in columns if c not in df.columns]
+        if missing:
+            raise TableError(f"table {path} lacks columns {missing}; it has {list(df.columns)}")
+    return df
+
+
+def read_provenance(path: str | os.PathLike) -> dict[str, Any]:
+    meta = pq.read_schema(path).metadata or {}
+    raw = meta.get(PROVENANCE_KEY)
+    return json.loads(raw) if raw else {}
+
+
+def write_text(text: str, path: str | os.PathLike) -> Path:
+    """Write a text file atomically (temporary sibling, then rename)."""
+    target, tmp = atomic_path(path)
+    try:
+        tmp.write_text(text)
+        os.replace(tmp, target)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+    return target
