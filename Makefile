@@ -8,7 +8,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.shiftwork-installed
 CORES ?= 2
 
-.PHONY: run test lint format dry-run setup clean-results
+.PHONY: run test lint format setup clean-results bench-load
 
 setup: $(STAMP)
 
@@ -36,3 +36,8 @@ format: $(STAMP)
 
 clean-results:
 	rm -rf results logs benchmarks
+
+bench-load: $(STAMP)
+	$(BIN)/snakemake --cores $(CORES) results/models/smollm2-135m-instruct results/models/gemma3-270m
+	$(BIN)/python bench/model_load.py results/models/smollm2-135m-instruct
+	$(BIN)/python bench/model_load.py results/models/gemma3-270m

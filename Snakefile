@@ -9,9 +9,10 @@ configfile: "config/config.yaml"
 include: "rules/common.smk"
 include: "rules/models.smk"
 include: "rules/variants.smk"
+include: "rules/stability.smk"
 
 
 rule all:
+    default_target: True
     input:
         all_targets(),
-    default_target: True

@@ -9,7 +9,7 @@ sys.path.insert(0, str(Path(workflow.basedir)))
 from shiftwork.config import check_config
 
 # Our own check first: it names every offending key; validate() then fills in defaults.
-check_config(config)
+check_config(config, root=".")
 
 
 validate(config, schema="../config/schema/config.schema.yaml")
@@ -19,6 +19,11 @@ STUDY = config["stability"]
 VARIANTS = STUDY["variants"]
 STRUCTURAL = VARIANTS.get("structural", {})
 GATE = STUDY["gate"]
+GENERATION = STUDY["generation"]
+PROBE = STUDY["probe"]
+AXES_ENCODER = STUDY["axes"].get("encoder", GATE["encoder"])
+STATS_R = STUDY["axes"]["R"]
+STATISTICS = STUDY["statistics"]
 
 
 wildcard_constraints:
@@ -83,14 +88,40 @@ def study_variants(wildcards=None):
     )
 
 
-def all_targets():
-    targets = expand(
-        "results/stability/filtered/{dataset}.parquet", dataset=STUDY["datasets"]
+def model_batch_size(wildcards):
+    return config["models"][wildcards.model]["batch_size"]
+
+
+def model_dtype(wildcards):
+    return config["models"][wildcards.model]["dtype"]
+
+
+def axes_encoder_spec(wildcards):
+    return config["encoders"][AXES_ENCODER]
+
+
+def all_deltas(wildcards):
+    return expand(
+        "results/stability/deltas/{model}/{dataset}.parquet",
+        model=STUDY["models"],
+        dataset=STUDY["datasets"],
     )
-    targets += ["results/stability/gate/report.md", "results/stability/gate/report.parquet"]
-    targets += expand("results/models/{model}", model=STUDY["models"])
+
+
+def all_targets():
+    targets = [
+        "results/stability/gate/report.md",
+        "results/stability/gate/report.parquet",
+    ]
+    targets += multiext("results/stability/tables/main_table", ".md", ".tex", ".csv")
+    targets += [
+        "results/stability/figures/sgs_heatmap.png",
+        "results/stability/figures/family.png",
+    ]
     return targets
 
 
 def rewrite_cache(wildcards):
-    return f"results/cache/rewrites/{STRUCTURAL['rewriter']}/{wildcards.dataset}.parquet"
+    return (
+        f"results/cache/rewrites/{STRUCTURAL['rewriter']}/{wildcards.dataset}.parquet"
+    )

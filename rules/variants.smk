@@ -1,12 +1,12 @@
 rule sample_prompts:
     output:
         prompts="results/stability/prompts/{dataset}.parquet",
-    params:
-        spec=dataset_spec,
     log:
         "logs/sample_prompts/{dataset}.log",
     conda:
         "../envs/shiftwork.yaml"
+    params:
+        spec=dataset_spec,
     script:
         "../scripts/sample_prompts.py"
 
@@ -17,19 +17,19 @@ rule rewrite_prompts:
         model=rewriter_dir,
     output:
         rewrites="results/stability/rewrites/{dataset}.parquet",
-    params:
-        settings=STRUCTURAL,
-        cache=rewrite_cache,
-        batch_size=rewriter_batch_size,
-        dtype=rewriter_dtype,
-    resources:
-        gpu=1,
     log:
         "logs/rewrite_prompts/{dataset}.log",
     benchmark:
         "benchmarks/rewrite_prompts/{dataset}.tsv"
     conda:
         "../envs/shiftwork.yaml"
+    resources:
+        gpu=1,
+    params:
+        settings=STRUCTURAL,
+        cache=rewrite_cache,
+        batch_size=rewriter_batch_size,
+        dtype=rewriter_dtype,
     script:
         "../scripts/rewrite_prompts.py"
 
@@ -39,13 +39,13 @@ rule make_variants:
         unpack(variant_inputs),
     output:
         variants="results/stability/variants/{dataset}.parquet",
-    params:
-        settings=VARIANTS,
-        seed=STUDY["seed"],
     log:
         "logs/make_variants/{dataset}.log",
     conda:
         "../envs/shiftwork.yaml"
+    params:
+        settings=VARIANTS,
+        seed=STUDY["seed"],
     script:
         "../scripts/make_variants.py"
 
@@ -55,15 +55,15 @@ rule estimate_gate_baseline:
         prompts=study_prompts,
     output:
         baseline="results/stability/gate/baseline.parquet",
+    log:
+        "logs/estimate_gate_baseline.log",
+    conda:
+        "../envs/shiftwork.yaml"
     params:
         encoder=GATE["encoder"],
         encoder_spec=encoder_spec,
         baseline=GATE.get("baseline", "auto"),
         seed=STUDY["seed"],
-    log:
-        "logs/estimate_gate_baseline.log",
-    conda:
-        "../envs/shiftwork.yaml"
     script:
         "../scripts/estimate_gate_baseline.py"
 
@@ -76,16 +76,16 @@ rule filter_variants:
         kept="results/stability/filtered/{dataset}.parquet",
         summary="results/stability/gate/{dataset}.summary.parquet",
         dropped="results/stability/gate/{dataset}.dropped.parquet",
-    params:
-        encoder=GATE["encoder"],
-        encoder_spec=encoder_spec,
-        gate=GATE,
     log:
         "logs/filter_variants/{dataset}.log",
     benchmark:
         "benchmarks/filter_variants/{dataset}.tsv"
     conda:
         "../envs/shiftwork.yaml"
+    params:
+        encoder=GATE["encoder"],
+        encoder_spec=encoder_spec,
+        gate=GATE,
     script:
         "../scripts/filter_variants.py"
 

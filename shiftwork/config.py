@@ -95,6 +95,12 @@ def reference_errors(config: Mapping[str, Any]) -> list[str]:
         check(f"stability.models.{i}", name, models, "model")
     for i, name in enumerate(st.get("datasets") or []):
         check(f"stability.datasets.{i}", name, datasets, "dataset")
+    axes = st.get("axes") or {}
+    if "encoder" in axes:
+        check("stability.axes.encoder", axes["encoder"], encoders, "encoder")
+    stats = st.get("statistics") or {}
+    if "primary_eps" in stats and "eps" in stats and stats["primary_eps"] not in stats["eps"]:
+        errors.append(f"config key 'stability.statistics.primary_eps': {stats['primary_eps']} is not one of eps {stats['eps']}")
     gate = st.get("gate") or {}
     if "encoder" in gate:
         check("stability.gate.encoder", gate["encoder"], encoders, "encoder")
@@ -117,10 +123,33 @@ def reference_errors(config: Mapping[str, Any]) -> list[str]:
     return errors
 
 
-def check_config(config: Mapping[str, Any], schema: Mapping[str, Any] | None = None) -> None:
-    """Raise :class:`ConfigError` listing every problem, each naming its config key."""
+def path_errors(config: Mapping[str, Any], root: str | Path = ".") -> list[str]:
+    """Local files and directories the config names but that are not there."""
+    errors = []
+    for name, spec in (config.get("datasets") or {}).items():
+        src = spec["source"]
+        if src["kind"] == "file":
+            path = Path(src["path"])
+            path = path if path.is_absolute() else Path(root) / path
+            if not path.is_file():
+                errors.append(f"config key 'datasets.{name}.source.path': file {path} does not exist")
+            elif not src.get("format") and path.suffix.lower() not in (".jsonl", ".csv", ".parquet"):
+                errors.append(f"config key 'datasets.{name}.source.format': cannot tell the format of {path}; set jsonl, csv or parquet")
+    for section in ("models", "encoders"):
+        for name, spec in (config.get(section) or {}).items():
+            src = spec["source"]
+            if src["kind"] == "local" and not (Path(src["path"]) / "config.json").is_file():
+                errors.append(f"config key '{section}.{name}.source.path': {src['path']} is not a Hugging Face model directory (no config.json)")
+    return errors
+
+
+def check_config(config: Mapping[str, Any], schema: Mapping[str, Any] | None = None, root: str | Path | None = None) -> None:
+    """Raise :class:`ConfigError` listing every problem, each naming its config key.
+    With ``root``, also check that local files the config names exist (relative to ``root``)."""
     problems = schema_errors(config, schema)
     if not problems:
         problems = reference_errors(config)
+    if not problems and root is not None:
+        problems = path_errors(config, root)
     if problems:
         raise ConfigError("invalid configuration:\n  - " + "\n  - ".join(problems))

@@ -26,3 +26,9 @@ def pick_dtype(name: str, device: torch.device) -> torch.dtype:
         return {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[name]
     except KeyError:
         raise ValueError(f"dtype must be auto, float32, bfloat16 or float16, got {name!r}") from None
+
+
+def set_threads(n: int | None) -> None:
+    """Use ``n`` CPU threads for torch's kernels (a job's Snakemake ``threads``)."""
+    if n and n > 0:
+        torch.set_num_threads(int(n))

@@ -60,7 +60,11 @@ def _check_str(value: object, name: str) -> str:
 
 
 def _check_number(value: object, name: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(float(value)):
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, numbers.Real)
+        or not math.isfinite(float(value))
+    ):
         raise ValueError(f"{name} must be a finite number, got {value!r}")
     return float(value)
 

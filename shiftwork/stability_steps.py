@@ -11,6 +11,7 @@ import pandas as pd
 from .inference.formatting import model_input
 from .inference.generation import generate_batches
 from .inference.probe import layer_cosines, probe_batches
+from .device import set_threads
 from .logs import LOGGER
 from .models.loading import load_prepared
 from .provenance import make_provenance
@@ -41,10 +42,12 @@ def generate_responses(
     max_new_tokens: int,
     batch_size: int,
     dtype: str = "auto",
+    threads: int | None = None,
 ) -> dict[str, Any]:
     """Greedy responses to the baseline and every kept variant, streamed to ``out`` per batch.
     Identical model inputs are generated once."""
     variants = read_table(filtered_path, ["dataset", "prompt_id", "variant_id", "text"] + VARIANT_META)
+    set_threads(threads)
     lm = load_prepared(model_dir, dtype)
     LOGGER.info("generate: %s on %s (%s), %d rows", model_name, lm.device, lm.dtype, len(variants))
     inputs = [model_input(lm.tokenizer, t, lm.chat) for t in variants["text"]]
@@ -81,6 +84,7 @@ def probe_responses(
     batch_size: int,
     dtype: str = "auto",
     store_hidden: bool = False,
+    threads: int | None = None,
 ) -> dict[str, Any]:
     """Probe every variant with its prompt's baseline response r_0 (see :mod:`shiftwork.inference.probe`).
 
@@ -96,6 +100,7 @@ def probe_responses(
     if missing:
         raise ValueError(f"{generations_path}: no baseline row for prompts {missing}")
     gens = gens.assign(r0=gens["prompt_id"].map(base["response"]), base_input=gens["prompt_id"].map(base["model_input"]))
+    set_threads(threads)
     lm = load_prepared(model_dir, dtype)
     keys = list(zip(gens["model_input"], gens["r0"]))
     base_keys = list(dict.fromkeys(zip(base["model_input"], base["response"])))
@@ -143,3 +148,54 @@ def probe_responses(
                 n_tokens += sum(r.n_response_tokens for r in results)
                 writer.write(rows_for(phase_keys, results))
     return _throughput("probe", len(gens), len(base_keys) + len(other_keys), n_tokens, time.perf_counter() - start)
+
+
+def score_deltas(generations_path: str, probes_path: str, encoder_name: str, encoder_spec: Mapping[str, Any],
+                 out: str) -> None:
+    """The six signed axis deltas for every variant (see :mod:`shiftwork.axes`)."""
+    from .axes import check_ranges, score_axes
+    from .encoders import Encoder
+    from .tables import write_table
+
+    gens = read_table(generations_path)
+    probes = read_table(probes_path)
+    encoder: dict[str, Encoder] = {}
+
+    def bert_f1(cands, refs):
+        enc = encoder.setdefault("e", Encoder(encoder_name, encoder_spec))
+        return enc.f1(cands, refs)
+
+    deltas = score_axes(gens, probes, bert_f1)
+    problems = check_ranges(deltas)
+    if problems:
+        raise ValueError(f"{generations_path}: axis values out of range:\n  " + "\n  ".join(problems[:20]))
+    model = str(gens["model"].iloc[0]) if len(gens) else ""
+    write_table(deltas, out, make_provenance("score_axes", {"encoder": encoder_name}, model=model))
+    LOGGER.info("scored %d variants of %d prompts", len(deltas), deltas["prompt_id"].nunique())
+
+
+def aggregate(delta_paths: list[str], R: Mapping[str, float], eps: list[float], outs: Mapping[str, str]) -> None:
+    """Normalise, per-prompt RMS instability, SGS per dataset and in total, t-tests, breakdown."""
+    from . import stats
+    from .tables import write_table
+
+    deltas = pd.concat([read_table(p) for p in delta_paths], ignore_index=True)
+    normalised = stats.normalise(deltas, R)
+    per_prompt = stats.prompt_instability(normalised)
+    prov = make_provenance("aggregate", {"R": dict(R), "eps": list(eps)})
+    write_table(per_prompt, outs["per_prompt"], prov)
+    write_table(stats.dataset_sgs(per_prompt), outs["dataset_sgs"], prov)
+    write_table(stats.total_sgs(per_prompt), outs["total_sgs"], prov)
+    write_table(stats.ttests(per_prompt, eps, by=["model"]), outs["ttests_model"], prov)
+    write_table(stats.ttests(per_prompt, eps, by=["model", "dataset"]), outs["ttests_dataset"], prov)
+    write_table(stats.breakdown(normalised), outs["breakdown"], prov)
+
+
+def report(inputs: Mapping[str, str], eps: float, table_dir: str, figures: Mapping[str, str]) -> None:
+    from .reports.stability import family_plot, heatmap, write_tables
+
+    total = read_table(inputs["total_sgs"])
+    write_tables(total, read_table(inputs["dataset_sgs"]), read_table(inputs["ttests_model"]),
+                 read_table(inputs["ttests_dataset"]), table_dir, eps=eps)
+    heatmap(total, figures["heatmap_png"], figures["heatmap_svg"])
+    family_plot(read_table(inputs["breakdown"]), figures["family_png"], figures["family_svg"])

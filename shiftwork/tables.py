@@ -29,6 +29,10 @@ def atomic_path(path: str | os.PathLike) -> tuple[Path, Path]:
     """A temporary sibling of ``path`` (same directory, so the final rename is atomic)."""
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
+    # a writer killed earlier (SIGKILL, node failure) may have left its temporary file;
+    # each target has one writer at a time, so those leftovers can go
+    for stale in target.parent.glob(f".{target.name}.*.tmp"):
+        stale.unlink(missing_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     os.close(fd)
     return target, Path(tmp)

@@ -86,3 +86,15 @@ def test_every_problem_is_listed(default_config):
     msg = errors_of(cfg)
     assert "models.gemma3-270m.chat" in msg
     assert "datasets.trivia.n" in msg
+
+
+def test_missing_local_files_are_named(default_config, tmp_path, root):
+    check_config(default_config, root=root)
+    cfg = copy.deepcopy(default_config)
+    cfg["datasets"]["trivia"]["source"]["path"] = "resources/prompts/trivia_v2.jsonl"
+    cfg["models"]["gemma3-270m"]["source"] = {"kind": "local", "path": str(tmp_path)}
+    with pytest.raises(ConfigError) as info:
+        check_config(cfg, root=root)
+    msg = str(info.value)
+    assert "datasets.trivia.source.path" in msg and "trivia_v2.jsonl does not exist" in msg
+    assert "models.gemma3-270m.source.path" in msg and "no config.json" in msg

@@ -32,14 +32,29 @@ def tiny_config(data: Path) -> dict:
         "noise": {"enabled": True, "positions": ["suffix"], "spacing": [3], "punctuation": [], "casing": []},
         "structural": {"enabled": True, "rewriter": "smollm2-135m-instruct", "lengths": [2], "form": True, "max_new_tokens": 32},
     }
+    st["generation"] = {"max_new_tokens": 12}
+    st["statistics"] = {"eps": [0.01, 0.05, 0.1], "primary_eps": 0.05}
     return cfg
 
 
-def snakemake(workdir: Path, *args: str) -> subprocess.CompletedProcess:
-    cmd = [sys.executable, "-m", "snakemake", "--snakefile", str(ROOT / "Snakefile"), "--directory", str(workdir),
+def snakemake_cmd(workdir: Path, *args: str) -> list[str]:
+    return [sys.executable, "-m", "snakemake", "--snakefile", str(ROOT / "Snakefile"), "--directory", str(workdir),
            "--configfile", str(workdir / "config" / "config.yaml"), "--cores", "2", *args]
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
-    return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=1800)
+
+
+ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+
+
+def snakemake(workdir: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(snakemake_cmd(workdir, *args), capture_output=True, text=True, env=ENV, timeout=1800)
+
+
+def planned_jobs(workdir: Path) -> set[str]:
+    """Rule names of the jobs a dry run would execute."""
+    proc = snakemake(workdir, "-n")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = proc.stdout + proc.stderr
+    return {line.split()[1].rstrip(":") for line in out.splitlines() if line.startswith(("rule ", "localrule "))}
 
 
 @pytest.fixture(scope="module")
@@ -103,6 +118,8 @@ def test_rerun_does_nothing_and_rewrites_come_from_cache(run_dir):
     assert "0 generated, 6 from cache" in log
     after = pd.read_parquet(run_dir / "results/stability/rewrites/tiny.parquet")
     assert after["rewrite"].tolist() == before["rewrite"].tolist()
+    # same content: mark the downstream outputs current again for the tests that follow
+    assert snakemake(run_dir, "--touch").returncode == 0
 
 
 @pytest.mark.workflow
@@ -121,3 +138,97 @@ def test_bad_config_stops_before_any_job(tmp_path):
     (tmp_path / "config" / "config.yaml").write_text(yaml.safe_dump(cfg))
     err = (lambda p: p.stdout + p.stderr)(snakemake(tmp_path))
     assert "stability.models.1" in err and "unknown model 'gpt-5'" in err
+
+
+@pytest.mark.workflow
+def test_stability_values(run_dir):
+    from scipy import stats as sps
+
+    from shiftwork.axes import AXES
+
+    res = run_dir / "results/stability"
+    gens = pd.read_parquet(res / "generations/smollm2-135m-instruct/tiny.parquet")
+    kept = pd.read_parquet(res / "filtered/tiny.parquet")
+    assert sorted(gens["variant_id"]) == sorted(kept["variant_id"])
+    assert (gens["n_tokens"] <= 12).all() and (gens["n_tokens"] > 0).any()
+    assert gens["model_input"].str.startswith("<|im_start|>").all()
+    deltas = pd.read_parquet(res / "deltas/smollm2-135m-instruct/tiny.parquet")
+    base = deltas[deltas["family"] == "baseline"]
+    assert (base[list(AXES)] == 0).all().all()
+    assert deltas["Act"].between(-2, 0).all() and deltas["BLEU"].between(-100, 0).all()
+    assert (deltas["BERT"] <= 1e-6).all()
+    # same response as r_0 -> BLEU and BERT exactly 0
+    same = deltas[~deltas["flipped"]]
+    assert (same[["BLEU", "BERT"]] == 0).all().all()
+    # Prob recomputed from the probe table
+    probes = pd.read_parquet(res / "probes/smollm2-135m-instruct/tiny.parquet").set_index("variant_id")
+    for row in deltas.itertuples():
+        b = f"{row.prompt_id}|baseline|none|none|0"
+        assert row.Prob == pytest.approx(probes.loc[row.variant_id, "logprob"] - probes.loc[b, "logprob"], abs=1e-9)
+    # per-prompt RMS, by hand from the deltas
+    per_prompt = pd.read_parquet(res / "stats/per_prompt.parquet").set_index("prompt_id")
+    R = {"Act": 2, "BLEU": 100, "BERT": 1, "Ent": 10, "Prob": 250, "MR": 1}
+    variants = deltas[deltas["family"] != "baseline"]
+    for pid, g in variants.groupby("prompt_id"):
+        for axis in AXES:
+            want = float(np.sqrt(np.mean((g[axis] / R[axis]) ** 2)))
+            assert per_prompt.loc[pid, axis] == pytest.approx(want, abs=1e-12)
+        assert per_prompt.loc[pid, "flip_rate"] == pytest.approx(g["flipped"].mean())
+    total = pd.read_parquet(res / "stats/total_sgs.parquet").iloc[0]
+    assert total["Prob"] == pytest.approx(per_prompt["Prob"].mean())
+    tests = pd.read_parquet(res / "stats/ttests_model.parquet")
+    t = tests[(tests["axis"] == "Act") & (tests["eps"] == 0.05)].iloc[0]
+    ref = sps.ttest_1samp(per_prompt["Act"].to_numpy(), 0.05, alternative="greater")
+    assert t["n"] == len(per_prompt)
+    if np.isfinite(ref.statistic):
+        assert t["t"] == pytest.approx(ref.statistic) and t["p"] == pytest.approx(ref.pvalue)
+    table = (res / "tables/main_table.md").read_text()
+    assert "smollm2-135m-instruct" in table and f"{total['Act']:.3f}" in table
+    for name in ["sgs_heatmap.png", "sgs_heatmap.svg", "family.png", "family.svg"]:
+        assert (res / "figures" / name).stat().st_size > 1000
+
+
+@pytest.mark.workflow
+def test_changing_eps_reruns_only_statistics(run_dir):
+    cfg_path = run_dir / "config" / "config.yaml"
+    original = cfg_path.read_text()
+    cfg = yaml.safe_load(original)
+    try:
+        cfg["stability"]["statistics"] = {"eps": [0.02, 0.05], "primary_eps": 0.05}
+        cfg_path.write_text(yaml.safe_dump(cfg))
+        assert planned_jobs(run_dir) == {"aggregate_stability", "report_stability", "all"}
+        cfg["stability"]["axes"] = {"R": {"Act": 1, "BLEU": 100, "BERT": 1, "Ent": 10, "Prob": 250, "MR": 1}}
+        cfg_path.write_text(yaml.safe_dump(cfg))
+        assert planned_jobs(run_dir) == {"aggregate_stability", "report_stability", "all"}
+    finally:
+        cfg_path.write_text(original)
+
+
+@pytest.mark.workflow
+def test_killed_generate_leaves_no_parquet_and_rerun_matches(run_dir):
+    import signal
+    import time
+
+    target = run_dir / "results/stability/generations/smollm2-135m-instruct/tiny.parquet"
+    before = pd.read_parquet(target)
+    target.unlink()
+    log = run_dir / "logs/generate/smollm2-135m-instruct/tiny.log"
+    log.unlink(missing_ok=True)
+    proc = subprocess.Popen(snakemake_cmd(run_dir, str(target.relative_to(run_dir))), env=ENV,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    deadline = time.time() + 300
+    while time.time() < deadline and not (log.exists() and "generate:" in log.read_text()):
+        time.sleep(0.2)
+    assert log.exists(), "generate never started"
+    time.sleep(1.0)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert not target.exists()
+    assert not list(target.parent.glob("*.parquet"))
+    assert snakemake(run_dir, "--unlock").returncode == 0
+    rerun = snakemake(run_dir, "--rerun-incomplete", str(target.relative_to(run_dir)))
+    assert rerun.returncode == 0, rerun.stderr[-3000:]
+    after = pd.read_parquet(target)
+    key = ["variant_id"]
+    pd.testing.assert_frame_equal(before.sort_values(key).reset_index(drop=True), after.sort_values(key).reset_index(drop=True))
+    assert not list(target.parent.glob(".*.tmp"))

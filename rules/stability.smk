@@ -1,0 +1,108 @@
+rule generate:
+    input:
+        variants="results/stability/filtered/{dataset}.parquet",
+        model="results/models/{model}",
+    output:
+        generations="results/stability/generations/{model}/{dataset}.parquet",
+    log:
+        "logs/generate/{model}/{dataset}.log",
+    benchmark:
+        "benchmarks/generate/{model}/{dataset}.tsv"
+    conda:
+        "../envs/shiftwork.yaml"
+    threads: 2
+    resources:
+        gpu=1,
+    params:
+        max_new_tokens=GENERATION["max_new_tokens"],
+        batch_size=model_batch_size,
+        dtype=model_dtype,
+    script:
+        "../scripts/generate.py"
+
+
+rule probe:
+    input:
+        generations="results/stability/generations/{model}/{dataset}.parquet",
+        model="results/models/{model}",
+    output:
+        probes="results/stability/probes/{model}/{dataset}.parquet",
+    log:
+        "logs/probe/{model}/{dataset}.log",
+    benchmark:
+        "benchmarks/probe/{model}/{dataset}.tsv"
+    conda:
+        "../envs/shiftwork.yaml"
+    threads: 2
+    resources:
+        gpu=1,
+    params:
+        batch_size=model_batch_size,
+        dtype=model_dtype,
+        store_hidden=PROBE["store_hidden"],
+    script:
+        "../scripts/probe.py"
+
+
+rule score_axes:
+    input:
+        generations="results/stability/generations/{model}/{dataset}.parquet",
+        probes="results/stability/probes/{model}/{dataset}.parquet",
+    output:
+        deltas="results/stability/deltas/{model}/{dataset}.parquet",
+    log:
+        "logs/score_axes/{model}/{dataset}.log",
+    benchmark:
+        "benchmarks/score_axes/{model}/{dataset}.tsv"
+    conda:
+        "../envs/shiftwork.yaml"
+    params:
+        encoder=AXES_ENCODER,
+        encoder_spec=axes_encoder_spec,
+    script:
+        "../scripts/score_axes.py"
+
+
+rule aggregate_stability:
+    input:
+        deltas=all_deltas,
+    output:
+        per_prompt="results/stability/stats/per_prompt.parquet",
+        dataset_sgs="results/stability/stats/dataset_sgs.parquet",
+        total_sgs="results/stability/stats/total_sgs.parquet",
+        ttests_model="results/stability/stats/ttests_model.parquet",
+        ttests_dataset="results/stability/stats/ttests_dataset.parquet",
+        breakdown="results/stability/stats/breakdown.parquet",
+    log:
+        "logs/aggregate_stability.log",
+    conda:
+        "../envs/shiftwork.yaml"
+    params:
+        R=STATS_R,
+        eps=STATISTICS["eps"],
+    script:
+        "../scripts/aggregate_stability.py"
+
+
+rule report_stability:
+    input:
+        total_sgs="results/stability/stats/total_sgs.parquet",
+        dataset_sgs="results/stability/stats/dataset_sgs.parquet",
+        ttests_model="results/stability/stats/ttests_model.parquet",
+        ttests_dataset="results/stability/stats/ttests_dataset.parquet",
+        breakdown="results/stability/stats/breakdown.parquet",
+    output:
+        tables=multiext("results/stability/tables/main_table", ".md", ".tex", ".csv")
+        + multiext("results/stability/tables/dataset_table", ".md", ".tex", ".csv"),
+        heatmap_png="results/stability/figures/sgs_heatmap.png",
+        heatmap_svg="results/stability/figures/sgs_heatmap.svg",
+        family_png="results/stability/figures/family.png",
+        family_svg="results/stability/figures/family.svg",
+    log:
+        "logs/report_stability.log",
+    conda:
+        "../envs/shiftwork.yaml"
+    params:
+        eps=STATISTICS["primary_eps"],
+    script:
+        "../scripts/report_stability.py"

@@ -1,0 +1,18 @@
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(snakemake.scriptdir).parent))
+from shiftwork.logs import log_to
+from shiftwork.stability_steps import probe_responses
+
+with log_to(snakemake.log[0]):
+    probe_responses(
+        snakemake.input.generations,
+        snakemake.input.model,
+        snakemake.wildcards.model,
+        snakemake.output.probes,
+        batch_size=snakemake.params.batch_size,
+        dtype=snakemake.params.dtype,
+        threads=snakemake.threads,
+        store_hidden=snakemake.params.store_hidden,
+    )

@@ -1,0 +1,14 @@
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(snakemake.scriptdir).parent))
+from shiftwork.logs import log_to
+from shiftwork.stability_steps import report
+
+with log_to(snakemake.log[0]):
+    report(
+        dict(snakemake.input.items()),
+        snakemake.params.eps,
+        str(Path(snakemake.output.tables[0]).parent),
+        {k: snakemake.output[k] for k in ("heatmap_png", "heatmap_svg", "family_png", "family_svg")},
+    )
