@@ -8,7 +8,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.shiftwork-installed
 CORES ?= 2
 
-.PHONY: run test lint format setup clean-results bench-load
+.PHONY: run trajectory test lint format setup clean-results bench-load
 
 setup: $(STAMP)
 
@@ -21,6 +21,9 @@ $(STAMP): requirements.lock requirements-models.txt pyproject.toml
 
 run: $(STAMP)
 	$(BIN)/snakemake --cores $(CORES)
+
+trajectory: $(STAMP)
+	$(BIN)/snakemake --cores $(CORES) trajectory
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q

@@ -3,13 +3,18 @@ from snakemake.utils import min_version
 min_version("9.0")
 
 
-configfile: "config/config.yaml"
+# The embedded default, unless a config is given with --configfile (then that file is the
+# whole configuration, not an update of the default).
+if not workflow.overwrite_configfiles:
+
+    configfile: "config/config.yaml"
 
 
 include: "rules/common.smk"
 include: "rules/models.smk"
 include: "rules/variants.smk"
 include: "rules/stability.smk"
+include: "rules/trajectory.smk"
 
 
 rule all:

@@ -6,7 +6,7 @@ from snakemake.utils import validate
 
 sys.path.insert(0, str(Path(workflow.basedir)))
 
-from shiftwork.config import check_config
+from shiftwork.config import check_config, run_steps
 
 # Our own check first: it names every offending key; validate() then fills in defaults.
 check_config(config, root=".")
@@ -23,12 +23,21 @@ GENERATION = STUDY["generation"]
 PROBE = STUDY["probe"]
 AXES_ENCODER = STUDY["axes"].get("encoder", GATE["encoder"])
 STATS_R = STUDY["axes"]["R"]
+JUDGE = STUDY["axes"].get("judge")
 STATISTICS = STUDY["statistics"]
+
+
+TRAJECTORY = config.get("trajectory", {"suites": {}, "runs": {}})
+TRAJECTORY_ANALYSIS = TRAJECTORY.get("analysis", {})
+RUNS = TRAJECTORY.get("runs", {})
 
 
 wildcard_constraints:
     model="|".join(map(re.escape, config["models"])),
     dataset="|".join(map(re.escape, config["datasets"])),
+    run="|".join(map(re.escape, RUNS)) or "no-run",
+    suite="|".join(map(re.escape, TRAJECTORY.get("suites", {}))) or "no-suite",
+    step=r"\d+",
 
 
 def uses_rewriter():
@@ -100,6 +109,16 @@ def axes_encoder_spec(wildcards):
     return config["encoders"][AXES_ENCODER]
 
 
+def score_inputs(wildcards):
+    inputs = {
+        "generations": f"results/stability/generations/{wildcards.model}/{wildcards.dataset}.parquet",
+        "probes": f"results/stability/probes/{wildcards.model}/{wildcards.dataset}.parquet",
+    }
+    if JUDGE:
+        inputs["judge"] = f"results/models/{JUDGE}"
+    return inputs
+
+
 def all_deltas(wildcards):
     return expand(
         "results/stability/deltas/{model}/{dataset}.parquet",
@@ -108,16 +127,85 @@ def all_deltas(wildcards):
     )
 
 
+def suite_spec(wildcards):
+    return TRAJECTORY["suites"][wildcards.suite]
+
+
+def run_suite(wildcards):
+    return f"results/trajectory/suites/{RUNS[wildcards.run]['suite']}.parquet"
+
+
+def run_model_name(wildcards):
+    return RUNS[wildcards.run]["model"]
+
+
+def run_model_dir(wildcards):
+    return f"results/models/{RUNS[wildcards.run]['model']}"
+
+
+def run_finetune_settings(wildcards):
+    return RUNS[wildcards.run]["finetune"]
+
+
+def run_seed(wildcards):
+    return RUNS[wildcards.run].get("seed", 0)
+
+
+def evaluate_inputs(wildcards):
+    inputs = {"suite": run_suite(wildcards), "model": run_model_dir(wildcards)}
+    if "finetune" in RUNS[wildcards.run]:
+        inputs["checkpoints"] = f"results/trajectory/runs/{wildcards.run}/checkpoints"
+    return inputs
+
+
+def checkpoint_spec(wildcards):
+    run = RUNS[wildcards.run]
+    if "finetune" in run:
+        return {
+            "path": f"results/trajectory/runs/{wildcards.run}/checkpoints/checkpoint-{wildcards.step}"
+        }
+    for ck in run["checkpoints"]:
+        if int(ck["step"]) == int(wildcards.step):
+            return ck
+    raise ValueError(
+        f"run '{wildcards.run}' has no checkpoint at step {wildcards.step}"
+    )
+
+
+def all_predictions(wildcards):
+    return [
+        f"results/trajectory/eval/{run}/step-{step}.parquet"
+        for run, spec in RUNS.items()
+        for step in run_steps(spec)
+    ]
+
+
+def trajectory_figures():
+    names = [f"partial_{run}" for run in RUNS] + ["curves"]
+    return [
+        f"results/trajectory/figures/{n}.{ext}" for n in names for ext in ("png", "svg")
+    ]
+
+
 def all_targets():
-    targets = [
-        "results/stability/gate/report.md",
-        "results/stability/gate/report.parquet",
-    ]
-    targets += multiext("results/stability/tables/main_table", ".md", ".tex", ".csv")
-    targets += [
-        "results/stability/figures/sgs_heatmap.png",
-        "results/stability/figures/family.png",
-    ]
+    targets = []
+    if "stability" in config["studies"]:
+        targets += [
+            "results/stability/gate/report.md",
+            "results/stability/gate/report.parquet",
+        ]
+        targets += multiext(
+            "results/stability/tables/main_table", ".md", ".tex", ".csv"
+        )
+        targets += [
+            "results/stability/figures/sgs_heatmap.png",
+            "results/stability/figures/family.png",
+        ]
+    if "trajectory" in config["studies"]:
+        targets += [
+            "results/trajectory/report.md",
+            "results/trajectory/summary.parquet",
+        ]
     return targets
 
 

@@ -55,6 +55,8 @@ rule estimate_gate_baseline:
         prompts=study_prompts,
     output:
         baseline="results/stability/gate/baseline.parquet",
+    resources:
+        gpu=1,
     log:
         "logs/estimate_gate_baseline.log",
     conda:
@@ -76,6 +78,8 @@ rule filter_variants:
         kept="results/stability/filtered/{dataset}.parquet",
         summary="results/stability/gate/{dataset}.summary.parquet",
         dropped="results/stability/gate/{dataset}.dropped.parquet",
+    resources:
+        gpu=1,
     log:
         "logs/filter_variants/{dataset}.log",
     benchmark:

@@ -12,4 +12,5 @@ with log_to(snakemake.log[0]):
         snakemake.params.encoder,
         snakemake.params.encoder_spec,
         snakemake.output.deltas,
+        judge_dir=snakemake.input.get("judge"),
     )

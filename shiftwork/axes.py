@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 import sacrebleu
 
-from .mirroring import mirroring
+from .mirroring import judged_register_mirrors, mirroring
 
 AXES: tuple[str, ...] = ("Act", "BLEU", "BERT", "Prob", "Ent", "MR")
 KEY: list[str] = ["model", "dataset", "prompt_id", "variant_id"]
@@ -59,12 +59,19 @@ def _bleu_delta(response: str, reference: str) -> float:
     return min(float(score), 100.0) - 100.0
 
 
-def score_axes(generations: pd.DataFrame, probes: pd.DataFrame, bert_f1: BertF1) -> pd.DataFrame:
+def score_axes(
+    generations: pd.DataFrame,
+    probes: pd.DataFrame,
+    bert_f1: BertF1,
+    judge: Callable[[list[str]], dict[str, int]] | None = None,
+) -> pd.DataFrame:
     """One row per variant (baselines included) with the six signed deltas and a ``flipped`` flag.
 
     ``bert_f1(candidates, references)`` returns BERTScore F1 per pair; it is called once, with
     every (r_v, r_0) pair whose stripped texts differ, and not at all if there is none.
-    ``flipped`` is True when ``r_v.strip() != r_0.strip()``.
+    ``flipped`` is True when ``r_v.strip() != r_0.strip()``. With ``judge`` (texts -> tone per
+    text, see :mod:`shiftwork.judge`), register mirroring uses the judged tone instead of the
+    lexical cue detector.
 
     Raises ValueError if a column is missing, a (model, dataset, prompt_id, variant_id) key is
     duplicated, a generation has no probe row, or a prompt has no or several baseline rows.
@@ -152,7 +159,16 @@ def score_axes(generations: pd.DataFrame, probes: pd.DataFrame, bert_f1: BertF1)
 
     mr = np.zeros(n, dtype=np.float64)
     fam, kind, strength = df["family"].tolist(), df["kind"].tolist(), df["strength"].tolist()
+    tones: dict[str, int] = {}
+    if judge is not None:
+        register_rows = [i for i in np.flatnonzero(~is_base) if fam[i] == "register"]
+        tones = judge([r_v[i] for i in register_rows] + [r_0[i] for i in register_rows]) if register_rows else {}
     for i in np.flatnonzero(~is_base):
+        if judge is not None and fam[i] == "register":
+            mr[i] = judged_register_mirrors(tones[r_v[i]], strength[i]) - judged_register_mirrors(
+                tones[r_0[i]], strength[i]
+            )
+            continue
         mr[i] = mirroring(r_v[i], r_0[i], fam[i], kind[i], strength[i]) - mirroring(
             r_0[i], r_0[i], fam[i], kind[i], strength[i]
         )

@@ -98,6 +98,8 @@ def reference_errors(config: Mapping[str, Any]) -> list[str]:
     axes = st.get("axes") or {}
     if "encoder" in axes:
         check("stability.axes.encoder", axes["encoder"], encoders, "encoder")
+    if "judge" in axes:
+        check("stability.axes.judge", axes["judge"], models, "model")
     stats = st.get("statistics") or {}
     if "primary_eps" in stats and "eps" in stats and stats["primary_eps"] not in stats["eps"]:
         errors.append(f"config key 'stability.statistics.primary_eps': {stats['primary_eps']} is not one of eps {stats['eps']}")
@@ -110,6 +112,23 @@ def reference_errors(config: Mapping[str, Any]) -> list[str]:
             errors.append("config key 'stability.variants.structural': 'rewriter' is required when structural rewrites are enabled")
         else:
             check("stability.variants.structural.rewriter", structural["rewriter"], models, "model")
+    traj = config.get("trajectory") or {}
+    suites = set(traj.get("suites") or {})
+    for run, spec in (traj.get("runs") or {}).items():
+        check(f"trajectory.runs.{run}.model", spec.get("model"), models, "model")
+        check(f"trajectory.runs.{run}.suite", spec.get("suite"), suites, "suite")
+        has_ft, has_ck = "finetune" in spec, "checkpoints" in spec
+        if has_ft == has_ck:
+            errors.append(f"config key 'trajectory.runs.{run}': give exactly one of 'finetune' or 'checkpoints'")
+        n = len(run_steps(spec)) if has_ft != has_ck else 0
+        if has_ft != has_ck and n < 4:
+            errors.append(f"config key 'trajectory.runs.{run}': {n} checkpoints; partial correlations need at least 4")
+        for i, ck in enumerate(spec.get("checkpoints") or []):
+            if ("path" in ck) == ("hub" in ck):
+                errors.append(f"config key 'trajectory.runs.{run}.checkpoints.{i}': give exactly one of 'path' or 'hub'")
+    for study in config.get("studies") or []:
+        if study not in config:
+            errors.append(f"config key 'studies': study '{study}' is listed but has no '{study}' section")
     for name, spec in (config.get("datasets") or {}).items():
         src = (spec or {}).get("source") or {}
         need = {"file": "path", "hub": "id"}.get(src.get("kind"))
@@ -135,12 +154,25 @@ def path_errors(config: Mapping[str, Any], root: str | Path = ".") -> list[str]:
                 errors.append(f"config key 'datasets.{name}.source.path': file {path} does not exist")
             elif not src.get("format") and path.suffix.lower() not in (".jsonl", ".csv", ".parquet"):
                 errors.append(f"config key 'datasets.{name}.source.format': cannot tell the format of {path}; set jsonl, csv or parquet")
+    for run, spec in ((config.get("trajectory") or {}).get("runs") or {}).items():
+        for i, ck in enumerate(spec.get("checkpoints") or []):
+            if "path" in ck and not Path(ck["path"]).is_dir():
+                errors.append(f"config key 'trajectory.runs.{run}.checkpoints.{i}.path': directory {ck['path']} does not exist")
     for section in ("models", "encoders"):
         for name, spec in (config.get(section) or {}).items():
             src = spec["source"]
             if src["kind"] == "local" and not (Path(src["path"]) / "config.json").is_file():
                 errors.append(f"config key '{section}.{name}.source.path': {src['path']} is not a Hugging Face model directory (no config.json)")
     return errors
+
+
+def run_steps(run: Mapping[str, Any]) -> list[int]:
+    """Checkpoint steps of a trajectory run: from its fine-tuning schedule or its checkpoint list."""
+    if "finetune" in run:
+        from .trajectory.schedule import checkpoint_steps
+
+        return checkpoint_steps(int(run["finetune"]["steps"]), int(run["finetune"]["checkpoint_every"]))
+    return sorted(int(c["step"]) for c in run.get("checkpoints") or [])
 
 
 def check_config(config: Mapping[str, Any], schema: Mapping[str, Any] | None = None, root: str | Path | None = None) -> None:

@@ -151,8 +151,9 @@ def probe_responses(
 
 
 def score_deltas(generations_path: str, probes_path: str, encoder_name: str, encoder_spec: Mapping[str, Any],
-                 out: str) -> None:
-    """The six signed axis deltas for every variant (see :mod:`shiftwork.axes`)."""
+                 out: str, judge_dir: str | None = None, judge_batch_size: int = 16) -> None:
+    """The six signed axis deltas for every variant (see :mod:`shiftwork.axes`); with
+    ``judge_dir``, a prepared chat model judges register mirroring."""
     from .axes import check_ranges, score_axes
     from .encoders import Encoder
     from .tables import write_table
@@ -165,12 +166,21 @@ def score_deltas(generations_path: str, probes_path: str, encoder_name: str, enc
         enc = encoder.setdefault("e", Encoder(encoder_name, encoder_spec))
         return enc.f1(cands, refs)
 
-    deltas = score_axes(gens, probes, bert_f1)
+    judge = None
+    if judge_dir:
+        from .judge import judge_tones
+
+        judge_lm = load_prepared(judge_dir)
+
+        def judge(texts):
+            return judge_tones(judge_lm, texts, judge_batch_size)
+
+    deltas = score_axes(gens, probes, bert_f1, judge)
     problems = check_ranges(deltas)
     if problems:
         raise ValueError(f"{generations_path}: axis values out of range:\n  " + "\n  ".join(problems[:20]))
     model = str(gens["model"].iloc[0]) if len(gens) else ""
-    write_table(deltas, out, make_provenance("score_axes", {"encoder": encoder_name}, model=model))
+    write_table(deltas, out, make_provenance("score_axes", {"encoder": encoder_name, "judge": judge_dir}, model=model))
     LOGGER.info("scored %d variants of %d prompts", len(deltas), deltas["prompt_id"].nunique())
 
 

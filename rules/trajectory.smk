@@ -1,0 +1,94 @@
+rule make_suite:
+    output:
+        suite="results/trajectory/suites/{suite}.parquet",
+    log:
+        "logs/make_suite/{suite}.log",
+    conda:
+        "../envs/shiftwork.yaml"
+    params:
+        spec=suite_spec,
+    script:
+        "../scripts/make_suite.py"
+
+
+rule finetune:
+    input:
+        suite=run_suite,
+        model=run_model_dir,
+    output:
+        checkpoints=directory("results/trajectory/runs/{run}/checkpoints"),
+    log:
+        "logs/finetune/{run}.log",
+    benchmark:
+        "benchmarks/finetune/{run}.tsv"
+    conda:
+        "../envs/shiftwork.yaml"
+    threads: 2
+    resources:
+        gpu=1,
+    params:
+        settings=run_finetune_settings,
+        seed=run_seed,
+    script:
+        "../scripts/finetune.py"
+
+
+rule evaluate:
+    input:
+        unpack(evaluate_inputs),
+    output:
+        predictions="results/trajectory/eval/{run}/step-{step}.parquet",
+    log:
+        "logs/evaluate/{run}/step-{step}.log",
+    benchmark:
+        "benchmarks/evaluate/{run}/step-{step}.tsv"
+    conda:
+        "../envs/shiftwork.yaml"
+    threads: 2
+    resources:
+        gpu=1,
+    params:
+        checkpoint=checkpoint_spec,
+        model=run_model_name,
+        batch_size=TRAJECTORY.get("eval_batch_size", 32),
+    script:
+        "../scripts/evaluate.py"
+
+
+rule collect_scores:
+    input:
+        predictions=all_predictions,
+    output:
+        scores="results/trajectory/scores.parquet",
+    log:
+        "logs/collect_scores.log",
+    conda:
+        "../envs/shiftwork.yaml"
+    script:
+        "../scripts/collect_scores.py"
+
+
+rule analyse_trajectory:
+    input:
+        scores="results/trajectory/scores.parquet",
+    output:
+        pairs="results/trajectory/pairs.parquet",
+        summary="results/trajectory/summary.parquet",
+        report="results/trajectory/report.md",
+        figures=trajectory_figures(),
+    log:
+        "logs/analyse_trajectory.log",
+    conda:
+        "../envs/shiftwork.yaml"
+    params:
+        alpha=TRAJECTORY_ANALYSIS.get("alpha", 0.05),
+        spline_df=TRAJECTORY_ANALYSIS.get("spline_df", 3),
+    script:
+        "../scripts/analyse_trajectory.py"
+
+
+rule trajectory:
+    input:
+        "results/trajectory/report.md",
+        "results/trajectory/pairs.parquet",
+        "results/trajectory/summary.parquet",

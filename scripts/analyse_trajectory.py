@@ -1,0 +1,17 @@
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(snakemake.scriptdir).parent))
+from shiftwork.logs import log_to
+from shiftwork.trajectory.steps import analyse
+
+with log_to(snakemake.log[0]):
+    analyse(
+        snakemake.input.scores,
+        snakemake.params.alpha,
+        snakemake.params.spline_df,
+        snakemake.output.pairs,
+        snakemake.output.summary,
+        snakemake.output.report,
+        str(Path(snakemake.output.figures[0]).parent),
+    )

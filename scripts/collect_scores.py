@@ -1,0 +1,9 @@
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(snakemake.scriptdir).parent))
+from shiftwork.logs import log_to
+from shiftwork.trajectory.steps import collect_scores
+
+with log_to(snakemake.log[0]):
+    collect_scores(list(snakemake.input.predictions), "id", snakemake.output.scores)

@@ -1,0 +1,20 @@
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(snakemake.scriptdir).parent))
+from shiftwork.device import set_threads
+from shiftwork.logs import log_to
+from shiftwork.trajectory.steps import evaluate_checkpoint
+
+with log_to(snakemake.log[0]):
+    set_threads(snakemake.threads)
+    evaluate_checkpoint(
+        snakemake.input.model,
+        snakemake.params.checkpoint,
+        snakemake.input.suite,
+        snakemake.wildcards.run,
+        snakemake.params.model,
+        int(snakemake.wildcards.step),
+        snakemake.output.predictions,
+        batch_size=snakemake.params.batch_size,
+    )

@@ -1,0 +1,9 @@
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(snakemake.scriptdir).parent))
+from shiftwork.logs import log_to
+from shiftwork.trajectory.steps import make_suite
+
+with log_to(snakemake.log[0]):
+    make_suite(snakemake.params.spec, snakemake.output.suite)

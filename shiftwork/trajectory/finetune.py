@@ -1,0 +1,120 @@
+"""Pattern-based fine-tuning: each example becomes a prompt pattern whose next token is the
+label's verbaliser; the loss is the language-model loss on that one token. LoRA through peft
+by default, full fine-tuning as an option; the Hugging Face Trainer runs the loop and saves
+a checkpoint every ``checkpoint_every`` steps (and one before the first step)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+from typing import Any, Mapping
+
+import pandas as pd
+import torch
+
+from ..device import pick_device
+from .schedule import checkpoint_steps
+from .tasks import render, verbaliser_ids
+
+CHECKPOINT_INFO = "shiftwork_checkpoint.json"
+
+
+def training_examples(tokenizer, train: pd.DataFrame, max_length: int = 256) -> list[dict[str, list[int]]]:
+    ids = verbaliser_ids(tokenizer)
+    out = []
+    for row in train.itertuples(index=False):
+        prompt = tokenizer(render(row.premise, row.hypothesis), add_special_tokens=True).input_ids[-(max_length - 1):]
+        out.append({"input_ids": prompt + [ids[row.label]], "labels": [-100] * len(prompt) + [ids[row.label]]})
+    return out
+
+
+class PadCollator:
+    """Right-pad a batch; padded label positions are ignored by the loss."""
+
+    def __init__(self, pad_id: int):
+        self.pad_id = pad_id
+
+    def __call__(self, features: list[dict[str, list[int]]]) -> dict[str, torch.Tensor]:
+        width = max(len(f["input_ids"]) for f in features)
+        batch = {"input_ids": [], "attention_mask": [], "labels": []}
+        for f in features:
+            pad = width - len(f["input_ids"])
+            batch["input_ids"].append(f["input_ids"] + [self.pad_id] * pad)
+            batch["attention_mask"].append([1] * len(f["input_ids"]) + [0] * pad)
+            batch["labels"].append(f["labels"] + [-100] * pad)
+        return {k: torch.tensor(v) for k, v in batch.items()}
+
+
+def finetune(model_dir: str, train: pd.DataFrame, settings: Mapping[str, Any], out_dir: str, seed: int = 0) -> list[int]:
+    """Fine-tune and write ``out_dir/checkpoint-{step}`` for every step of :func:`checkpoint_steps`.
+    Returns those steps. The directory appears complete or not at all."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer, Trainer, TrainingArguments, set_seed
+
+    set_seed(seed)
+    out = Path(out_dir)
+    tmp = out.with_name(f".{out.name}.tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tok = AutoTokenizer.from_pretrained(model_dir)
+    if tok.pad_token is None:
+        tok.pad_token = tok.eos_token
+    device = pick_device()
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
+    method = settings.get("method", "lora")
+    if method == "lora":
+        from peft import LoraConfig, get_peft_model
+
+        lora = settings.get("lora", {})
+        model = get_peft_model(model, LoraConfig(
+            r=int(lora.get("r", 8)), lora_alpha=int(lora.get("alpha", 16)), lora_dropout=float(lora.get("dropout", 0.0)),
+            target_modules=list(lora.get("target_modules", ["q_proj", "v_proj"])), task_type="CAUSAL_LM"))
+    elif method != "full":
+        raise ValueError(f"finetune method must be 'lora' or 'full', got {method!r}")
+    n_train = int(settings.get("n_train", len(train)))
+    train = train.sample(n=min(n_train, len(train)), random_state=seed).reset_index(drop=True)
+    examples = training_examples(tok, train)
+    steps = int(settings["steps"])
+    every = int(settings["checkpoint_every"])
+    args = TrainingArguments(
+        output_dir=str(tmp / "trainer"),
+        max_steps=steps,
+        per_device_train_batch_size=int(settings.get("batch_size", 8)),
+        learning_rate=float(settings["learning_rate"]),
+        lr_scheduler_type=settings.get("scheduler", "constant"),
+        warmup_steps=0,
+        weight_decay=0.0,
+        logging_steps=max(1, every),
+        save_strategy="no",
+        report_to=[],
+        seed=seed,
+        data_seed=seed,
+        use_cpu=device.type == "cpu",
+        disable_tqdm=True,
+        remove_unused_columns=False,
+        dataloader_num_workers=0,
+    )
+
+    def save(step: int) -> None:
+        target = tmp / f"checkpoint-{step}"
+        model.save_pretrained(target)
+        (target / CHECKPOINT_INFO).write_text(json.dumps({"step": step, "method": method, "base_model": str(model_dir)}))
+
+    from transformers import TrainerCallback
+
+    class SaveAt(TrainerCallback):
+        def on_step_end(self, args, state, control, **kwargs):
+            if state.global_step % every == 0 or state.global_step == steps:
+                save(state.global_step)
+
+    save(0)
+    trainer = Trainer(model=model, args=args, train_dataset=examples, data_collator=PadCollator(tok.pad_token_id),
+                      callbacks=[SaveAt()])
+    trainer.train()
+    history = [h for h in trainer.state.log_history if "loss" in h]
+    (tmp / "train_log.json").write_text(json.dumps(history, indent=1))
+    shutil.rmtree(tmp / "trainer", ignore_errors=True)
+    if out.exists():
+        shutil.rmtree(out)
+    os.replace(tmp, out)
+    return checkpoint_steps(steps, every)

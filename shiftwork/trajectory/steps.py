@@ -1,0 +1,85 @@
+"""Workflow steps of the trajectory study: suite, fine-tuning, evaluation, scores, analysis."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import pandas as pd
+
+from ..logs import LOGGER
+from ..provenance import make_provenance
+from ..tables import read_table, write_table, write_text
+from .suite import suite_stats
+from .tasks import build_suite
+
+
+def make_suite(spec: Mapping[str, Any], out: str) -> None:
+    suite = build_suite(spec)
+    write_table(suite, out, make_provenance("make_suite", dict(spec), seed=spec.get("seed")))
+    LOGGER.info("suite: %d examples\n%s", len(suite), suite_stats(suite).to_string(index=False))
+
+
+def run_finetune(model_dir: str, suite_path: str, settings: Mapping[str, Any], seed: int, out_dir: str) -> None:
+    from .finetune import finetune
+
+    suite = read_table(suite_path, ["split", "set", "premise", "hypothesis", "label"])
+    train = suite[(suite["split"] == "train") & (suite["set"] == "id")]
+    start = time.perf_counter()
+    steps = finetune(model_dir, train, settings, out_dir, seed=seed)
+    LOGGER.info("fine-tuned in %.1f s; checkpoints at steps %s", time.perf_counter() - start, steps)
+
+
+def evaluate_checkpoint(base_dir: str, checkpoint: Mapping[str, Any], suite_path: str, run: str, model: str,
+                        step: int, out: str, batch_size: int = 32, dtype: str = "auto") -> None:
+    """Per-example predictions of one checkpoint on every test set of the suite."""
+    from .evaluate import accuracy_table, load_checkpoint, predict
+
+    suite = read_table(suite_path, ["example_id", "split", "set", "premise", "hypothesis", "label"])
+    tests = suite[suite["split"] == "test"]
+    start = time.perf_counter()
+    net, tok, device = load_checkpoint(base_dir, checkpoint, dtype)
+    preds = predict(net, tok, device, tests, batch_size)
+    preds.insert(0, "step", int(step))
+    preds.insert(0, "run", run)
+    preds.insert(0, "model", model)
+    write_table(preds, out, make_provenance("evaluate", {"checkpoint": dict(checkpoint), "step": int(step)}, model=model))
+    acc = accuracy_table(preds)
+    LOGGER.info("step %s on %s in %.1f s:\n%s", step, device, time.perf_counter() - start, acc.to_string(index=False))
+
+
+def collect_scores(prediction_paths: Sequence[str], id_set: str, out: str) -> None:
+    """One row per (run, step, test set): accuracy and n; role is id or ood."""
+    preds = pd.concat([read_table(p) for p in prediction_paths], ignore_index=True)
+    scores = (preds.groupby(["model", "run", "step", "set"], sort=True)["correct"]
+              .agg(accuracy="mean", n="size").reset_index().rename(columns={"set": "testset"}))
+    scores["role"] = ["id" if t == id_set else "ood" for t in scores["testset"]]
+    write_table(scores, out, make_provenance("collect_scores", {"id_set": id_set}))
+
+
+def analyse(scores_path: str, alpha: float, spline_df: int, out_pairs: str, out_summary: str, out_markdown: str,
+            figure_dir: str) -> None:
+    from ..reports.stability import to_markdown
+    from ..reports.trajectory import curve_plot, heatmap
+    from .analysis import pair_table, summary
+
+    scores = read_table(scores_path)
+    pairs = pair_table(scores, alpha=alpha, df=spline_df)
+    summ = summary(pairs)
+    prov = make_provenance("analyse_trajectory", {"alpha": alpha, "spline_df": spline_df})
+    write_table(pairs, out_pairs, prov)
+    write_table(summ, out_summary, prov)
+    figs = Path(figure_dir)
+    figs.mkdir(parents=True, exist_ok=True)
+    for run in sorted(scores["run"].unique()):
+        heatmap(pairs, run, figs / f"partial_{run}.png", figs / f"partial_{run}.svg")
+    curve_plot(scores, figs / "curves.png", figs / "curves.svg")
+    curves = scores.pivot_table(index=["run", "step"], columns="testset", values="accuracy").reset_index()
+    text = ["# Trajectory study", "", "## Accuracy per checkpoint", "", to_markdown(curves),
+            "## OOD pairs: partial correlation controlling ID accuracy", "",
+            to_markdown(pairs[["model", "run", "ood_a", "ood_b", "n", "r_raw", "r_partial", "p_partial_holm",
+                               "r_nonlinear", "sign"]]),
+            "## Share of OOD pairs by sign of the partial correlation (Holm, alpha "
+            f"{alpha:g})", "", to_markdown(summ)]
+    write_text("\n".join(text) + "\n", out_markdown)

@@ -1,0 +1,87 @@
+"""NLI test suites in one labelled format, and the prompt pattern with its verbalisers.
+
+A suite is an ID training set, an ID test set and named OOD test sets, all with columns
+``example_id, split, set, premise, hypothesis, label`` where label is ``entailment`` or
+``not_entailment``. The embedded default is generated (:mod:`.suite`); real benchmarks are
+loaded from the hub or local files with a field mapping and a label mapping."""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+import pandas as pd
+
+from ..prompt_sets import DatasetError, get_field, read_source
+from .suite import LABELS, SHIFTS, generate_suite
+
+PATTERN = '{premise}\nQuestion: Does this mean that "{hypothesis}"? Yes or no?\nAnswer:'
+VERBALISERS = {"entailment": " Yes", "not_entailment": " No"}
+SUITE_COLUMNS = ["example_id", "split", "set", "premise", "hypothesis", "label"]
+
+
+def render(premise: str, hypothesis: str, pattern: str = PATTERN) -> str:
+    return pattern.format(premise=premise.strip(), hypothesis=hypothesis.strip().rstrip("."))
+
+
+def verbaliser_ids(tokenizer, verbalisers: Mapping[str, str] = VERBALISERS) -> dict[str, int]:
+    """The single token that stands for each label; an error if a verbaliser is not one token."""
+    ids = {}
+    for label, word in verbalisers.items():
+        toks = tokenizer(word, add_special_tokens=False).input_ids
+        if len(toks) != 1:
+            raise ValueError(f"verbaliser {word!r} for label '{label}' is {len(toks)} tokens; choose a single-token word")
+        ids[label] = toks[0]
+    if len(set(ids.values())) != len(ids):
+        raise ValueError(f"verbalisers {dict(verbalisers)} share a token")
+    return ids
+
+
+def map_labels(name: str, raw: pd.Series, mapping: Mapping[Any, str]) -> pd.Series:
+    """Map a source's labels to entailment / not_entailment; labels mapped to ``drop`` are removed
+    by the caller; any label outside the mapping is an error naming the set and the value."""
+    norm = {str(k): v for k, v in mapping.items()}
+    bad_targets = sorted({v for v in norm.values() if v not in (*LABELS, "drop")})
+    if bad_targets:
+        raise DatasetError(f"test set '{name}': label mapping targets {bad_targets}; expected {list(LABELS)} or 'drop'")
+    keys = raw.map(lambda v: str(v))
+    unknown = sorted(set(keys) - set(norm))
+    if unknown:
+        first = int(keys[~keys.isin(list(norm))].index[0]) + 1
+        raise DatasetError(
+            f"test set '{name}': labels {unknown[:5]} fall outside the label mapping {sorted(norm)} (first at row {first})"
+        )
+    return keys.map(norm)
+
+
+def load_set(name: str, spec: Mapping[str, Any], split: str, set_name: str, root: str = ".") -> pd.DataFrame:
+    """One labelled set from a file or hub source, mapped to the suite format and sampled."""
+    raw = read_source(name, spec, root).reset_index(drop=True)
+    fields = spec["fields"]
+    labels = map_labels(name, get_field(raw, name, fields["label"]), spec["labels"])
+    df = pd.DataFrame({
+        "premise": get_field(raw, name, fields["premise"]).astype(str),
+        "hypothesis": get_field(raw, name, fields["hypothesis"]).astype(str),
+        "label": labels,
+    })
+    df = df[df["label"] != "drop"].reset_index(drop=True)
+    n = int(spec.get("n", len(df)))
+    if n < len(df):
+        df = df.sample(n=n, random_state=int(spec.get("seed", 0))).reset_index(drop=True)
+    df.insert(0, "set", set_name)
+    df.insert(0, "split", split)
+    df.insert(0, "example_id", [f"{set_name}-{split}-{i:05d}" for i in range(1, len(df) + 1)])
+    return df[SUITE_COLUMNS]
+
+
+def build_suite(spec: Mapping[str, Any], root: str = ".") -> pd.DataFrame:
+    """The whole suite of a config entry (``trajectory.suites.NAME``)."""
+    if spec["kind"] == "synthetic":
+        return generate_suite(int(spec["n_train"]), int(spec["n_test"]), int(spec.get("seed", 0)),
+                              spec.get("ood") or SHIFTS)
+    parts = [
+        load_set(f"{spec['id_train']['name']}", spec["id_train"], "train", "id", root),
+        load_set(f"{spec['id_test']['name']}", spec["id_test"], "test", "id", root),
+    ]
+    for ood_name, ood in spec["ood"].items():
+        parts.append(load_set(ood_name, ood, "test", ood_name, root))
+    return pd.concat(parts, ignore_index=True)

@@ -1,0 +1,82 @@
+"""The trajectory study end to end on a tiny fine-tuning run of the packaged SmolLM2."""
+
+import os
+import shutil
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+
+from test_workflow import ROOT, snakemake
+
+
+def tiny_trajectory_config() -> dict:
+    cfg = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
+    cfg["studies"] = ["trajectory"]
+    cfg["trajectory"]["suites"] = {
+        "tiny-nli": {"kind": "synthetic", "n_train": 16, "n_test": 8, "seed": 3, "ood": ["negation", "noise"]}
+    }
+    cfg["trajectory"]["runs"] = {
+        "tiny-lora": {
+            "model": "smollm2-135m-instruct", "suite": "tiny-nli", "seed": 0,
+            "finetune": {"method": "lora", "n_train": 16, "steps": 6, "checkpoint_every": 2, "learning_rate": 0.001,
+                         "batch_size": 4, "lora": {"r": 4, "alpha": 8, "dropout": 0.0, "target_modules": ["q_proj", "v_proj"]}},
+        }
+    }
+    for name, spec in cfg["datasets"].items():
+        spec["source"]["path"] = str(ROOT / spec["source"]["path"])
+    return cfg
+
+
+@pytest.fixture(scope="module")
+def traj_dir(tmp_path_factory, prepared_smollm):
+    work = tmp_path_factory.mktemp("traj")
+    (work / "config").mkdir()
+    (work / "config" / "config.yaml").write_text(yaml.safe_dump(tiny_trajectory_config()))
+    shutil.copytree(prepared_smollm, work / "results" / "models" / "smollm2-135m-instruct", copy_function=os.link)
+    proc = snakemake(work, "trajectory")
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    return work
+
+
+@pytest.mark.workflow
+def test_scores_and_partial_correlations(traj_dir):
+    import pingouin as pg
+
+    res = traj_dir / "results" / "trajectory"
+    scores = pd.read_parquet(res / "scores.parquet")
+    assert sorted(scores["step"].unique()) == [0, 2, 4, 6]
+    assert sorted(scores["testset"].unique()) == ["id", "negation", "noise"]
+    assert set(scores.loc[scores["testset"] == "id", "role"]) == {"id"}
+    # accuracy recomputed from the per-example predictions
+    preds = pd.read_parquet(res / "eval" / "tiny-lora" / "step-4.parquet")
+    assert len(preds) == 24
+    got = scores[(scores["step"] == 4)].set_index("testset")["accuracy"]
+    for name, g in preds.groupby("set"):
+        assert got[name] == pytest.approx((g["pred"] == g["label"]).mean())
+    pairs = pd.read_parquet(res / "pairs.parquet")
+    assert len(pairs) == 1 and {pairs["ood_a"][0], pairs["ood_b"][0]} == {"negation", "noise"}
+    wide = scores.pivot(index="step", columns="testset", values="accuracy")
+    if wide.std().min() > 0:
+        ref = pg.partial_corr(data=wide, x="negation", y="noise", covar="id")
+        assert pairs["r_partial"][0] == pytest.approx(ref["r"].iloc[0], abs=1e-9)
+    for f in ["curves.png", "partial_tiny-lora.png", "partial_tiny-lora.svg"]:
+        assert (res / "figures" / f).stat().st_size > 1000
+    assert "## OOD pairs" in (res / "report.md").read_text()
+
+
+@pytest.mark.workflow
+def test_checkpoint_zero_is_the_base_model(traj_dir):
+    from shiftwork.trajectory.evaluate import load_checkpoint, predict
+
+    res = traj_dir / "results" / "trajectory"
+    preds = pd.read_parquet(res / "eval" / "tiny-lora" / "step-0.parquet")
+    suite = pd.read_parquet(res / "suites" / "tiny-nli.parquet")
+    tests = suite[suite["split"] == "test"]
+    base_dir = traj_dir / "results" / "models" / "smollm2-135m-instruct"
+    model, tok, device = load_checkpoint(str(base_dir), {"path": str(base_dir)})
+    base = predict(model, tok, device, tests)
+    assert np.allclose(base["margin"].to_numpy(), preds["margin"].to_numpy(), atol=1e-4)
+    log = (traj_dir / "logs" / "finetune" / "tiny-lora.log").read_text()
+    assert "checkpoints at steps [0, 2, 4, 6]" in log
