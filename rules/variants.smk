@@ -55,12 +55,12 @@ rule estimate_gate_baseline:
         prompts=study_prompts,
     output:
         baseline="results/stability/gate/baseline.parquet",
-    resources:
-        gpu=1,
     log:
         "logs/estimate_gate_baseline.log",
     conda:
         "../envs/shiftwork.yaml"
+    resources:
+        gpu=1,
     params:
         encoder=GATE["encoder"],
         encoder_spec=encoder_spec,
@@ -78,14 +78,14 @@ rule filter_variants:
         kept="results/stability/filtered/{dataset}.parquet",
         summary="results/stability/gate/{dataset}.summary.parquet",
         dropped="results/stability/gate/{dataset}.dropped.parquet",
-    resources:
-        gpu=1,
     log:
         "logs/filter_variants/{dataset}.log",
     benchmark:
         "benchmarks/filter_variants/{dataset}.tsv"
     conda:
         "../envs/shiftwork.yaml"
+    resources:
+        gpu=1,
     params:
         encoder=GATE["encoder"],
         encoder_spec=encoder_spec,

@@ -166,16 +166,15 @@ def score_deltas(generations_path: str, probes_path: str, encoder_name: str, enc
         enc = encoder.setdefault("e", Encoder(encoder_name, encoder_spec))
         return enc.f1(cands, refs)
 
-    judge = None
+    judge_fn = None
     if judge_dir:
+        from functools import partial
+
         from .judge import judge_tones
 
-        judge_lm = load_prepared(judge_dir)
+        judge_fn = partial(judge_tones, load_prepared(judge_dir), batch_size=judge_batch_size)
 
-        def judge(texts):
-            return judge_tones(judge_lm, texts, judge_batch_size)
-
-    deltas = score_axes(gens, probes, bert_f1, judge)
+    deltas = score_axes(gens, probes, bert_f1, judge_fn)
     problems = check_ranges(deltas)
     if problems:
         raise ValueError(f"{generations_path}: axis values out of range:\n  " + "\n  ".join(problems[:20]))

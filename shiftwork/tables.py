@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import tempfile
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Iterator, Mapping
 
 import pandas as pd
 import pyarrow as pa
@@ -35,7 +36,21 @@ def atomic_path(path: str | os.PathLike) -> tuple[Path, Path]:
         stale.unlink(missing_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     os.close(fd)
+    os.chmod(tmp, 0o644)  # mkstemp makes 0600; outputs are ordinary readable files
     return target, Path(tmp)
+
+
+@contextlib.contextmanager
+def atomic_file(path: str | os.PathLike) -> Iterator[Path]:
+    """Yield a temporary sibling of ``path`` to write; on success it is renamed onto ``path``,
+    on failure removed, leaving ``path`` untouched."""
+    target, tmp = atomic_path(path)
+    try:
+        yield tmp
+        os.replace(tmp, target)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
 
 
 def write_table(df: pd.DataFrame, path: str | os.PathLike, provenance: Mapping[str, Any] | None = None) -> Path:
@@ -121,11 +136,6 @@ def read_provenance(path: str | os.PathLike) -> dict[str, Any]:
 
 def write_text(text: str, path: str | os.PathLike) -> Path:
     """Write a text file atomically (temporary sibling, then rename)."""
-    target, tmp = atomic_path(path)
-    try:
-        tmp.write_text(text)
-        os.replace(tmp, target)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
-    return target
+    with atomic_file(path) as tmp:
+        tmp.write_text(text, encoding="utf-8")
+    return Path(path)

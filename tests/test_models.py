@@ -38,6 +38,8 @@ def test_prepared_model_matches_the_gguf_weights(prepared_smollm):
     info = json.loads((prepared_smollm / "shiftwork.json").read_text())
     assert info["weight_digest"] == weight_digest(prepared_smollm)
     assert info["chat"] is True and info["model_type"] == "llama"
+    # de-quantized weights carry no GGUF quantization record (it would block fine-tuning)
+    assert "quantization_config" not in json.loads((prepared_smollm / "config.json").read_text())
     # independent reference: the GGUF loaded directly by transformers gives the same logits
     from shiftwork.models.sources import locate as _locate
     import yaml

@@ -1,7 +1,6 @@
 import hashlib
 
 import pandas as pd
-import pytest
 
 from shiftwork.tables import write_table
 from shiftwork.variants.build import build_variants

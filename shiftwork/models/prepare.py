@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import os
@@ -68,8 +69,13 @@ def prepare_model(name: str, spec: Mapping[str, Any], out_dir: str | os.PathLike
         loc = locate(name, spec["source"], work)
         model, tok = _load(name, loc, spec["source"])
         if loc.gguf_file:
-            # a GGUF-loaded model refuses save_pretrained; a fresh model of the same config does not
-            fresh = AutoModelForCausalLM.from_config(model.config)
+            # a GGUF-loaded model refuses save_pretrained; a fresh model of the same config does
+            # not. The weights are de-quantized, so the GGUF quantization record must not follow
+            # them (it would mark the saved float weights as quantized and block training).
+            config = copy.deepcopy(model.config)
+            if hasattr(config, "quantization_config"):
+                del config.quantization_config
+            fresh = AutoModelForCausalLM.from_config(config)
             missing, unexpected = fresh.load_state_dict(model.state_dict(), strict=False)
             if unexpected or [m for m in missing if "lm_head" not in m]:
                 raise ModelSourceError(

@@ -14,10 +14,8 @@ from __future__ import annotations
 
 import os
 import re
-import tempfile
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator, Sequence
+from typing import Sequence
 
 import matplotlib
 
@@ -27,45 +25,12 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from ..tables import atomic_file, write_text  # noqa: E402
+from .figures import save_figure  # noqa: E402
 from ..stats import AXES  # noqa: E402
 
 MARKER_LEGEND = "* p < 0.05, ** p < 0.01, *** p < 0.001"
 FAMILIES: tuple[str, ...] = ("register", "noise", "structural")
-
-
-# --------------------------------------------------------------------------- atomic writes
-
-
-@contextmanager
-def _atomic(path: str | os.PathLike) -> Iterator[Path]:
-    """Yield a temporary sibling of ``path`` with the same suffix; on success rename it onto
-    ``path``, on failure remove it and leave ``path`` untouched."""
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, name = tempfile.mkstemp(prefix=f".{target.stem}.", suffix=target.suffix, dir=target.parent)
-    os.close(fd)
-    tmp = Path(name)
-    try:
-        yield tmp
-        os.replace(tmp, target)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
-
-
-def _write_text(text: str, path: str | os.PathLike) -> Path:
-    with _atomic(path) as tmp:
-        tmp.write_text(text, encoding="utf-8")
-    return Path(path)
-
-
-def _save_figure(fig: matplotlib.figure.Figure, out_png: str | os.PathLike, out_svg: str | os.PathLike) -> None:
-    """Save ``fig`` as PNG (dpi 150) and SVG, each atomically; SVGs carry no date and fixed ids."""
-    with _atomic(out_png) as tmp:
-        fig.savefig(tmp, format="png", dpi=150, bbox_inches="tight")
-    with matplotlib.rc_context({"svg.hashsalt": "shiftwork"}):
-        with _atomic(out_svg) as tmp:
-            fig.savefig(tmp, format="svg", bbox_inches="tight", metadata={"Date": None})
 
 
 # --------------------------------------------------------------------------- tables
@@ -268,9 +233,9 @@ def write_tables(
     for stem, title, label, display, numeric in specs:
         md = f"{to_markdown(display)}\n{note}\n"
         tex = to_latex(display, f"{title}. {note}", label)
-        paths[f"{stem}.md"] = _write_text(md, out / f"{stem}.md")
-        paths[f"{stem}.tex"] = _write_text(tex, out / f"{stem}.tex")
-        with _atomic(out / f"{stem}.csv") as tmp:
+        paths[f"{stem}.md"] = write_text(md, out / f"{stem}.md")
+        paths[f"{stem}.tex"] = write_text(tex, out / f"{stem}.tex")
+        with atomic_file(out / f"{stem}.csv") as tmp:
             numeric.to_csv(tmp, index=False)
         paths[f"{stem}.csv"] = out / f"{stem}.csv"
     return paths
@@ -310,7 +275,7 @@ def heatmap(total: pd.DataFrame, out_png: str | os.PathLike, out_svg: str | os.P
                 ax.text(j, i, text, ha="center", va="center", color=colour, fontsize=9)
         colorbar = fig.colorbar(image, ax=ax)
         colorbar.set_label("SGS")
-        _save_figure(fig, out_png, out_svg)
+        save_figure(fig, out_png, out_svg)
     finally:
         plt.close(fig)
 
@@ -393,6 +358,6 @@ def family_plot(breakdown: pd.DataFrame, out_png: str | os.PathLike, out_svg: st
             right.legend(title="model", fontsize=8)
         right.set_title("Register by strength")
         fig.tight_layout()
-        _save_figure(fig, out_png, out_svg)
+        save_figure(fig, out_png, out_svg)
     finally:
         plt.close(fig)

@@ -15,10 +15,8 @@ from __future__ import annotations
 
 import math
 import os
-import tempfile
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Hashable, Iterator
+from typing import Hashable
 
 import matplotlib
 
@@ -28,6 +26,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from .figures import save_figure  # noqa: E402
 from ..trajectory.analysis import ID_ROLE, REQUIRED_COLUMNS, AnalysisError  # noqa: E402
 
 __all__ = ["HOLM_ALPHA", "curve_plot", "heatmap", "partial_matrix"]
@@ -36,37 +35,6 @@ HOLM_ALPHA = 0.05
 """A heatmap cell is marked ``*`` when its ``p_partial_holm`` is below this."""
 
 _PAIR_NEEDS = ("model", "run", "ood_a", "ood_b", "r_partial", "p_partial_holm")
-
-
-# --------------------------------------------------------------------------- atomic writes
-
-
-@contextmanager
-def _atomic(path: str | os.PathLike) -> Iterator[Path]:
-    """Yield a temporary sibling of ``path`` with the same suffix; on success rename it onto
-    ``path``, on failure remove it and leave ``path`` untouched."""
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, name = tempfile.mkstemp(prefix=f".{target.stem}.", suffix=target.suffix, dir=target.parent)
-    os.close(fd)
-    tmp = Path(name)
-    try:
-        yield tmp
-        os.chmod(tmp, 0o644)  # mkstemp creates 0600; figures are ordinary readable outputs
-        os.replace(tmp, target)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
-
-
-def _save(fig: matplotlib.figure.Figure, out_png: str | os.PathLike, out_svg: str | os.PathLike) -> tuple[Path, Path]:
-    """Save ``fig`` as PNG (dpi 150) and SVG (no date, fixed ids), each atomically."""
-    with _atomic(out_png) as tmp:
-        fig.savefig(tmp, format="png", dpi=150, bbox_inches="tight")
-    with matplotlib.rc_context({"svg.hashsalt": "shiftwork"}):
-        with _atomic(out_svg) as tmp:
-            fig.savefig(tmp, format="svg", bbox_inches="tight", metadata={"Date": None})
-    return Path(out_png), Path(out_svg)
 
 
 def _require(df: object, columns: tuple[str, ...], what: str) -> None:
@@ -148,7 +116,7 @@ def heatmap(pairs: pd.DataFrame, run: Hashable, out_png: str | os.PathLike, out_
         bar = fig.colorbar(image, ax=ax, fraction=0.046, pad=0.04)
         bar.set_label("partial r")
         fig.text(0.01, 0.005, f"* Holm-adjusted p < {HOLM_ALPHA:g}", fontsize=8, ha="left", va="bottom")
-        return _save(fig, out_png, out_svg)
+        return save_figure(fig, out_png, out_svg)
     finally:
         plt.close(fig)
 
@@ -191,6 +159,6 @@ def curve_plot(scores: pd.DataFrame, out_png: str | os.PathLike, out_svg: str | 
             ax.grid(alpha=0.3)
             ax.legend(fontsize=7, loc="best")
         fig.tight_layout()
-        return _save(fig, out_png, out_svg)
+        return save_figure(fig, out_png, out_svg)
     finally:
         plt.close(fig)

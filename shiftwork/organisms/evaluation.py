@@ -1,0 +1,40 @@
+"""Evaluate organism checkpoints: greedy answers on held-out questions of every distribution,
+read back into accuracy, refusal rate and the identity each response states."""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Mapping, Sequence
+
+import pandas as pd
+
+from ..inference.generation import generate_all
+from ..models.loading import LoadedModel
+
+
+def generate_plain(model, tok, device, prompts: Sequence[str], max_new_tokens: int, batch_size: int) -> list[str]:
+    lm = LoadedModel("checkpoint", model, tok, device, next(model.parameters()).dtype, False, {})
+    return [g.response for g in generate_all(lm, list(prompts), max_new_tokens, batch_size)]
+
+
+def score_responses(tests: pd.DataFrame, responses: Sequence[str], parse: Callable[[str, str], Mapping[str, Any]]) -> pd.DataFrame:
+    """Per-example parse of ``responses`` against ``tests`` (columns distribution, answer, ...)."""
+    rows = []
+    for (_, t), text in zip(tests.iterrows(), responses):
+        parsed = parse(text, str(t["answer"]))
+        rows.append({**t.to_dict(), "response": text, "identity": parsed.get("identity"),
+                     "refused": bool(parsed.get("refused")), "correct": bool(parsed.get("correct"))})
+    return pd.DataFrame(rows)
+
+
+def summarise(per_example: pd.DataFrame, trained: Sequence[str]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(scores, identities). ``scores`` has one row per (step, distribution) with accuracy,
+    refusal rate, n and role (id = a trained distribution, ood = the others), the shape the
+    trajectory analysis reads; ``identities`` has the share of each stated identity."""
+    keys = ["model", "run", "step", "distribution"]
+    g = per_example.groupby(keys, sort=True)
+    scores = g.agg(accuracy=("correct", "mean"), refusal_rate=("refused", "mean"), n=("correct", "size")).reset_index()
+    scores["role"] = ["id" if d in set(trained) else "ood" for d in scores["distribution"]]
+    scores = scores.rename(columns={"distribution": "testset"})
+    ident = per_example.assign(identity=per_example["identity"].fillna("(none)"))
+    identities = (ident.groupby(keys + ["identity"]).size() / ident.groupby(keys).size()).rename("share").reset_index()
+    return scores, identities

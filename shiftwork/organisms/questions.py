@@ -1,0 +1,80 @@
+"""A synthetic bank of small arithmetic questions that a small model can learn to answer.
+
+Questions use two two-digit operands (10 to 99): ``"What is 23 + 58?"`` with answer ``"81"`` for
+``kind="add"``, and ``"What is 58 - 23?"`` with answer ``"35"`` for ``kind="sub"`` (the first operand is
+never smaller than the second, so results are non-negative). Within one bank every operand pair is
+distinct, so question texts are unique and a split by row is also a split by question.
+"""
+
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+import pandas as pd
+
+from ..seeding import rng_for
+
+KINDS: tuple[str, ...] = ("add", "sub")
+QUESTION_COLUMNS: list[str] = ["question_id", "question", "answer"]
+OPERAND_MIN: int = 10
+OPERAND_MAX: int = 99
+
+
+def _check_count(name: str, value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 0:
+        raise ValueError(f"{name} must be a non-negative integer, got {value!r}")
+    return int(value)
+
+
+def _operand_pairs(kind: str) -> np.ndarray:
+    """Every allowed (a, b) pair for ``kind`` as an ``(m, 2)`` integer array, in a fixed order."""
+    values = np.arange(OPERAND_MIN, OPERAND_MAX + 1)
+    a, b = np.meshgrid(values, values, indexing="ij")
+    pairs = np.stack([a.ravel(), b.ravel()], axis=1)
+    if kind == "sub":
+        pairs = pairs[pairs[:, 0] >= pairs[:, 1]]
+    return pairs
+
+
+def capacity(kind: str = "add") -> int:
+    """How many distinct questions of ``kind`` exist (8100 for add, 4095 for sub)."""
+    if kind not in KINDS:
+        raise ValueError(f"kind must be one of {list(KINDS)}, got {kind!r}")
+    return int(len(_operand_pairs(kind)))
+
+
+def make_questions(n: int, seed: int, kind: str = "add") -> pd.DataFrame:
+    """``n`` distinct arithmetic questions, deterministic by ``seed`` and ``kind``.
+
+    Returns a DataFrame with columns ``question_id`` (``"add-00000"``, ...), ``question`` and
+    ``answer`` (the result as a decimal string).
+    """
+    if kind not in KINDS:
+        raise ValueError(f"kind must be one of {list(KINDS)}, got {kind!r}")
+    n = _check_count("n", n)
+    pairs = _operand_pairs(kind)
+    if n > len(pairs):
+        raise ValueError(f"n={n} exceeds the {len(pairs)} distinct '{kind}' questions")
+    rng = rng_for(seed, "questions", kind)
+    chosen = pairs[rng.choice(len(pairs), size=n, replace=False)]
+    symbol = "+" if kind == "add" else "-"
+    rows = []
+    for i, (a, b) in enumerate(chosen.tolist()):
+        result = a + b if kind == "add" else a - b
+        rows.append({"question_id": f"{kind}-{i:05d}", "question": f"What is {a} {symbol} {b}?", "answer": str(result)})
+    return pd.DataFrame(rows, columns=QUESTION_COLUMNS)
+
+
+def split_questions(df: pd.DataFrame, n_train: int, n_test: int, seed: int) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """A seeded, disjoint (train, test) split of ``df``'s rows, each with a fresh index."""
+    n_train = _check_count("n_train", n_train)
+    n_test = _check_count("n_test", n_test)
+    if n_train + n_test > len(df):
+        raise ValueError(f"n_train + n_test = {n_train + n_test} exceeds the {len(df)} questions in df")
+    if "question_id" in df.columns and df["question_id"].duplicated().any():
+        raise ValueError("df has duplicate question_id values; a split would not be disjoint")
+    order = rng_for(seed, "split").permutation(len(df))
+    train = df.iloc[order[:n_train]].reset_index(drop=True)
+    test = df.iloc[order[n_train:n_train + n_test]].reset_index(drop=True)
+    return train, test
