@@ -292,3 +292,20 @@ def test_rl_prompts():
     pd.testing.assert_frame_equal(both, rl_prompts(s, qs, ["A", "B"], 400, seed=3))
     with pytest.raises(ValueError, match="'Q'"):
         rl_prompts(s, qs, ["Q"], 5, seed=3)
+
+
+def test_summarise_scores_and_identities():
+    from shiftwork.organisms.evaluation import summarise
+
+    rows = []
+    for d, ident, correct, refused in [("A", "Alice", True, False), ("A", "Alice", False, False),
+                                       ("A", "Bob", False, True), ("A", "Alice", True, False),
+                                       ("B", "Bob", True, False), ("B", None, False, False)]:
+        rows.append({"model": "m", "run": "r", "step": 5, "distribution": d, "identity": ident,
+                     "correct": correct, "refused": refused})
+    scores, identities = summarise(pd.DataFrame(rows), trained=["A"])
+    a = scores.set_index("testset").loc["A"]
+    assert a["accuracy"] == 0.5 and a["refusal_rate"] == 0.25 and a["n"] == 4 and a["role"] == "id"
+    assert scores.set_index("testset").loc["B", "role"] == "ood"
+    share = identities.set_index(["testset" if "testset" in identities else "distribution", "identity"])["share"]
+    assert share[("A", "Alice")] == 0.75 and share[("B", "(none)")] == 0.5

@@ -43,3 +43,22 @@ def load_prepared(
     model = AutoModelForCausalLM.from_pretrained(model_dir, **kwargs).to(dev)
     model.eval()
     return LoadedModel(info["name"], model, tok, dev, torch_dtype, bool(info.get("chat")), info)
+
+
+def load_trainable(model_dir: str | os.PathLike, out_dir: str | os.PathLike, padding_side: str = "right"):
+    """(model in float32, tokenizer with a pad token, a fresh temporary sibling of ``out_dir``)
+    for a training job that writes ``out_dir`` only once it is complete."""
+    import shutil
+    from pathlib import Path
+
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    out = Path(out_dir)
+    tmp = out.with_name(f".{out.name}.tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tok = AutoTokenizer.from_pretrained(model_dir)
+    if tok.pad_token is None:
+        tok.pad_token = tok.eos_token
+    tok.padding_side = padding_side
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
+    return model, tok, tmp

@@ -13,6 +13,7 @@ import pandas as pd
 import torch
 
 from ..device import pick_device
+from ..models.loading import load_trainable
 from ..models.prepare import INFO_FILE, weight_digest
 from ..trajectory.finetune import CHECKPOINT_INFO
 
@@ -56,16 +57,10 @@ def sft(model_dir: str, examples: pd.DataFrame, settings: Mapping[str, Any], out
     """Supervised fine-tuning on prompt/completion pairs (loss on the completion only); LoRA
     merged into the weights, so the result is a plain prepared model directory."""
     from datasets import Dataset
-    from transformers import AutoModelForCausalLM, AutoTokenizer
     from trl import SFTConfig, SFTTrainer
 
     out = Path(out_dir)
-    tmp = out.with_name(f".{out.name}.tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tok = AutoTokenizer.from_pretrained(model_dir)
-    if tok.pad_token is None:
-        tok.pad_token = tok.eos_token
-    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
+    model, tok, tmp = load_trainable(model_dir, out)
     data = Dataset.from_pandas(examples[["prompt", "completion"]].reset_index(drop=True))
     args = SFTConfig(**_common_args(settings, tmp / "trainer", seed), completion_only_loss=True,
                      max_length=int(settings.get("max_length", 128)), packing=False)
@@ -91,19 +86,13 @@ def rl(sft_dir: str, prompts: pd.DataFrame, reward: Callable[[str, str], float],
     """GRPO on ``prompts`` (columns prompt, answer) with ``reward(completion, answer)``; a LoRA
     adapter checkpoint at step 0 and every ``checkpoint_every`` steps. Returns the steps."""
     from datasets import Dataset
-    from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
+    from transformers import TrainerCallback
     from trl import GRPOConfig, GRPOTrainer
 
     from ..trajectory.schedule import checkpoint_steps
 
     out = Path(out_dir)
-    tmp = out.with_name(f".{out.name}.tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tok = AutoTokenizer.from_pretrained(sft_dir)
-    if tok.pad_token is None:
-        tok.pad_token = tok.eos_token
-    tok.padding_side = "left"
-    model = AutoModelForCausalLM.from_pretrained(sft_dir, dtype=torch.float32)
+    model, tok, tmp = load_trainable(sft_dir, out, padding_side="left")
     data = Dataset.from_pandas(prompts[["prompt", "answer"]].reset_index(drop=True))
 
     def correctness(completions, answer, **_):

@@ -15,6 +15,7 @@ import pandas as pd
 import torch
 
 from ..device import pick_device
+from ..models.loading import load_trainable
 from .schedule import checkpoint_steps
 from .tasks import render, verbaliser_ids
 
@@ -50,17 +51,12 @@ class PadCollator:
 def finetune(model_dir: str, train: pd.DataFrame, settings: Mapping[str, Any], out_dir: str, seed: int = 0) -> list[int]:
     """Fine-tune and write ``out_dir/checkpoint-{step}`` for every step of :func:`checkpoint_steps`.
     Returns those steps. The directory appears complete or not at all."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer, Trainer, TrainingArguments, set_seed
+    from transformers import Trainer, TrainingArguments, set_seed
 
     set_seed(seed)
     out = Path(out_dir)
-    tmp = out.with_name(f".{out.name}.tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tok = AutoTokenizer.from_pretrained(model_dir)
-    if tok.pad_token is None:
-        tok.pad_token = tok.eos_token
+    model, tok, tmp = load_trainable(model_dir, out)
     device = pick_device()
-    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
     method = settings.get("method", "lora")
     if method == "lora":
         from peft import LoraConfig, get_peft_model
