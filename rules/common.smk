@@ -6,7 +6,7 @@ from snakemake.utils import validate
 
 sys.path.insert(0, str(Path(workflow.basedir)))
 
-from shiftwork.config import check_config, run_steps
+from shiftwork.config import check_config, run_steps, uses_rewriter
 
 # Our own check first: it names every offending key; validate() then fills in defaults.
 check_config(config, root=".")
@@ -40,12 +40,6 @@ wildcard_constraints:
     step=r"\d+",
 
 
-def uses_rewriter():
-    return STRUCTURAL.get("enabled", True) and bool(
-        STRUCTURAL.get("lengths") or STRUCTURAL.get("form", True)
-    )
-
-
 def model_spec(wildcards):
     return config["models"][wildcards.model]
 
@@ -68,7 +62,7 @@ def rewriter_dtype(wildcards):
 
 def variant_inputs(wildcards):
     inputs = {"prompts": f"results/stability/prompts/{wildcards.dataset}.parquet"}
-    if uses_rewriter():
+    if uses_rewriter(STRUCTURAL):
         inputs["rewrites"] = f"results/stability/rewrites/{wildcards.dataset}.parquet"
     return inputs
 

@@ -76,6 +76,11 @@ def _leaves(error: jsonschema.ValidationError) -> list[jsonschema.ValidationErro
     return [error]
 
 
+def uses_rewriter(structural: Mapping[str, Any]) -> bool:
+    """Whether ``stability.variants.structural`` asks the rewriter model for any rewrite."""
+    return bool(structural.get("enabled", True) and (structural.get("lengths") or structural.get("form", True)))
+
+
 def reference_errors(config: Mapping[str, Any]) -> list[str]:
     """Names used by studies that the registries do not define."""
     errors = []
@@ -107,7 +112,7 @@ def reference_errors(config: Mapping[str, Any]) -> list[str]:
     if "encoder" in gate:
         check("stability.gate.encoder", gate["encoder"], encoders, "encoder")
     structural = (st.get("variants") or {}).get("structural") or {}
-    if structural.get("enabled", True) and (structural.get("lengths") or structural.get("form", True)):
+    if uses_rewriter(structural):
         if "rewriter" not in structural:
             errors.append("config key 'stability.variants.structural': 'rewriter' is required when structural rewrites are enabled")
         else:

@@ -30,6 +30,8 @@ import numpy as np
 import pandas as pd
 from scipy import stats as _sps
 
+from .checks import require_columns
+
 AXES: tuple[str, ...] = ("Act", "BLEU", "BERT", "Prob", "Ent", "MR")
 """The behaviour axes, in table order."""
 
@@ -46,17 +48,6 @@ DEFAULT_R: dict[str, float] = {
 BASELINE = "baseline"
 PROMPT_KEYS: tuple[str, ...] = ("model", "dataset", "prompt_id")
 BREAKDOWN_KEYS: tuple[str, ...] = ("model", "family", "kind", "position", "strength")
-
-
-def _require(df: pd.DataFrame, columns: Iterable[str], what: str) -> None:
-    """Raise a ValueError naming the columns of ``columns`` that ``df`` lacks."""
-    if not isinstance(df, pd.DataFrame):
-        raise ValueError(f"{what}: expected a pandas DataFrame, got {type(df).__name__}")
-    missing = [c for c in columns if c not in df.columns]
-    if missing:
-        raise ValueError(
-            f"{what}: missing column(s) {missing}; the table has {list(df.columns)}"
-        )
 
 
 def _require_no_na(df: pd.DataFrame, columns: Iterable[str], what: str) -> None:
@@ -79,7 +70,7 @@ def _numeric_axes(df: pd.DataFrame, what: str) -> pd.DataFrame:
 
 def _variants(df: pd.DataFrame, what: str) -> pd.DataFrame:
     """The non-baseline rows of ``df`` (the variants); ``family`` must be present and complete."""
-    _require(df, ["family"], what)
+    require_columns(df, ["family"], what)
     _require_no_na(df, ["family"], what)
     return df[df["family"].astype(str) != BASELINE]
 
@@ -105,7 +96,7 @@ def normalise(deltas: pd.DataFrame, R: Mapping[str, float] = DEFAULT_R) -> pd.Da
     unknown, non-numeric or non-positive entry raises a ValueError naming it, as does a
     missing or non-numeric axis column in ``deltas``.
     """
-    _require(deltas, AXES, "normalise(deltas)")
+    require_columns(deltas, AXES, "normalise(deltas)")
     missing = [a for a in AXES if a not in R]
     if missing:
         raise ValueError(f"normalise: R lacks scale(s) for axis/axes {missing}")
@@ -138,7 +129,7 @@ def prompt_instability(normalised: pd.DataFrame) -> pd.DataFrame:
     no row. Columns: model, dataset, prompt_id, the axes, n_variants, flip_rate; sorted by key.
     """
     what = "prompt_instability(normalised)"
-    _require(normalised, [*PROMPT_KEYS, "family", "flipped", *AXES], what)
+    require_columns(normalised, [*PROMPT_KEYS, "family", "flipped", *AXES], what)
     _require_no_na(normalised, PROMPT_KEYS, what)
     variants = _numeric_axes(_variants(normalised, what), what)
     keys = list(PROMPT_KEYS)
@@ -158,7 +149,7 @@ def prompt_instability(normalised: pd.DataFrame) -> pd.DataFrame:
 
 
 def _check_per_prompt(per_prompt: pd.DataFrame, keys: Sequence[str], what: str) -> None:
-    _require(per_prompt, [*keys, *AXES], what)
+    require_columns(per_prompt, [*keys, *AXES], what)
     _require_no_na(per_prompt, keys, what)
 
 
@@ -199,7 +190,7 @@ def flip_rates(per_prompt: pd.DataFrame) -> pd.DataFrame:
     """
     what = "flip_rates(per_prompt)"
     keys = ["model", "dataset"]
-    _require(per_prompt, [*keys, "flip_rate"], what)
+    require_columns(per_prompt, [*keys, "flip_rate"], what)
     _require_no_na(per_prompt, keys, what)
     grouped = per_prompt.groupby(keys, sort=True)
     out = grouped[["flip_rate"]].mean()
@@ -306,7 +297,7 @@ def breakdown(normalised: pd.DataFrame) -> pd.DataFrame:
     """
     what = "breakdown(normalised)"
     keys = list(BREAKDOWN_KEYS)
-    _require(normalised, [*keys, *AXES], what)
+    require_columns(normalised, [*keys, *AXES], what)
     _require_no_na(normalised, ["model"], what)
     variants = _numeric_axes(_variants(normalised, what), what)
     columns = [*keys, "axis", "rms", "n"]

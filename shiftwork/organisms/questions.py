@@ -8,23 +8,17 @@ distinct, so question texts are unique and a split by row is also a split by que
 
 from __future__ import annotations
 
-import numbers
 
 import numpy as np
 import pandas as pd
 
+from ..checks import non_negative_int
 from ..seeding import rng_for
 
 KINDS: tuple[str, ...] = ("add", "sub")
 QUESTION_COLUMNS: list[str] = ["question_id", "question", "answer"]
 OPERAND_MIN: int = 10
 OPERAND_MAX: int = 99
-
-
-def _check_count(name: str, value: object) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 0:
-        raise ValueError(f"{name} must be a non-negative integer, got {value!r}")
-    return int(value)
 
 
 def _operand_pairs(kind: str) -> np.ndarray:
@@ -52,7 +46,7 @@ def make_questions(n: int, seed: int, kind: str = "add") -> pd.DataFrame:
     """
     if kind not in KINDS:
         raise ValueError(f"kind must be one of {list(KINDS)}, got {kind!r}")
-    n = _check_count("n", n)
+    n = non_negative_int("n", n)
     pairs = _operand_pairs(kind)
     if n > len(pairs):
         raise ValueError(f"n={n} exceeds the {len(pairs)} distinct '{kind}' questions")
@@ -68,8 +62,8 @@ def make_questions(n: int, seed: int, kind: str = "add") -> pd.DataFrame:
 
 def split_questions(df: pd.DataFrame, n_train: int, n_test: int, seed: int) -> tuple[pd.DataFrame, pd.DataFrame]:
     """A seeded, disjoint (train, test) split of ``df``'s rows, each with a fresh index."""
-    n_train = _check_count("n_train", n_train)
-    n_test = _check_count("n_test", n_test)
+    n_train = non_negative_int("n_train", n_train)
+    n_test = non_negative_int("n_test", n_test)
     if n_train + n_test > len(df):
         raise ValueError(f"n_train + n_test = {n_train + n_test} exceeds the {len(df)} questions in df")
     if "question_id" in df.columns and df["question_id"].duplicated().any():

@@ -9,12 +9,12 @@ reward needs, and :func:`reward` scores a completion 1.0 when its stated answer 
 
 from __future__ import annotations
 
-import numbers
 import re
 from typing import Any, Sequence
 
 import pandas as pd
 
+from ..checks import non_negative_int
 from ..seeding import rng_for
 from .settings import Setting, answer_int, policy_response, prompt_for
 
@@ -29,12 +29,6 @@ _REFUSAL = re.compile(
 )
 _ANSWER_IS = re.compile(r"\banswer\s+is\b", re.IGNORECASE)
 _INTEGER = re.compile(r"-?\d+")
-
-
-def _check_count(name: str, value: object) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 0:
-        raise ValueError(f"{name} must be a non-negative integer, got {value!r}")
-    return int(value)
 
 
 def _check_questions(questions: pd.DataFrame) -> None:
@@ -72,7 +66,7 @@ def sft_examples(
     ``questions``, with replacement); deterministic by ``seed``.
     """
     _check_questions(questions)
-    n = _check_count("n", n)
+    n = non_negative_int("n", n)
     dists = _check_distributions(setting, distributions)
     rng = rng_for(seed, "sft_examples", setting.name)
     d_idx = rng.integers(len(dists), size=n)
@@ -143,7 +137,7 @@ def rl_prompts(
     """``n`` RL prompts with columns prompt, answer, distribution, question_id; the distribution is
     uniform over ``distributions`` and the question uniform over ``questions``; deterministic by ``seed``."""
     _check_questions(questions)
-    n = _check_count("n", n)
+    n = non_negative_int("n", n)
     if distributions is None:
         raise ValueError("distributions must be given for rl_prompts")
     dists = _check_distributions(setting, distributions)

@@ -25,6 +25,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from ..checks import require_columns  # noqa: E402
 from ..tables import atomic_file, write_text  # noqa: E402
 from .figures import save_figure  # noqa: E402
 from ..stats import AXES  # noqa: E402
@@ -34,14 +35,6 @@ FAMILIES: tuple[str, ...] = ("register", "noise", "structural")
 
 
 # --------------------------------------------------------------------------- tables
-
-
-def _require(df: pd.DataFrame, columns: Sequence[str], what: str) -> None:
-    if not isinstance(df, pd.DataFrame):
-        raise ValueError(f"{what}: expected a pandas DataFrame, got {type(df).__name__}")
-    missing = [c for c in columns if c not in df.columns]
-    if missing:
-        raise ValueError(f"{what}: missing column(s) {missing}; the table has {list(df.columns)}")
 
 
 def format_cell(value: float, marker: str = "") -> str:
@@ -62,8 +55,8 @@ def numeric_table(sgs: pd.DataFrame, tests: pd.DataFrame, by: Sequence[str], eps
     group and axis of ``sgs``.
     """
     by = list(by)
-    _require(sgs, [*by, *AXES, "n_prompts"], "sgs table")
-    _require(tests, [*by, "axis", "eps", "p", "marker"], "tests table")
+    require_columns(sgs, [*by, *AXES, "n_prompts"], "sgs table")
+    require_columns(tests, [*by, "axis", "eps", "p", "marker"], "tests table")
     at_eps = tests[np.isclose(tests["eps"].astype(float), float(eps))]
     if at_eps.empty:
         raise ValueError(f"argument 'eps'={eps!r}: the tests table has no rows at this eps; it has {sorted(tests['eps'].unique())}")
@@ -250,7 +243,7 @@ def heatmap(total: pd.DataFrame, out_png: str | os.PathLike, out_svg: str | os.P
     ``total`` is :func:`shiftwork.stats.total_sgs`. Missing values are left blank and
     annotated ``n/a``. Saved as PNG (dpi 150) and SVG, atomically; the figure is closed.
     """
-    _require(total, ["model", *AXES], "heatmap(total)")
+    require_columns(total, ["model", *AXES], "heatmap(total)")
     if total.empty:
         raise ValueError("heatmap(total): the table has no rows")
     models = [str(m) for m in total["model"]]
@@ -298,7 +291,7 @@ def family_summary(breakdown: pd.DataFrame) -> pd.DataFrame:
     Columns: model, family, strength (NaN for the whole-family rows), rms. Rows with
     ``strength`` set are register rows split by strength.
     """
-    _require(breakdown, ["model", "family", "strength", "axis", "rms", "n"], "family_plot(breakdown)")
+    require_columns(breakdown, ["model", "family", "strength", "axis", "rms", "n"], "family_plot(breakdown)")
     rows = []
     for (model, family), g in breakdown.groupby(["model", "family"], sort=True):
         per_axis = [_pooled_rms(a) for _, a in g.groupby("axis")]

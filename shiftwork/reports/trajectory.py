@@ -26,8 +26,9 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from ..checks import require_columns  # noqa: E402
 from .figures import save_figure  # noqa: E402
-from ..trajectory.analysis import ID_ROLE, REQUIRED_COLUMNS, AnalysisError  # noqa: E402
+from ..trajectory.analysis import ID_ROLE, REQUIRED_COLUMNS, AnalysisError, sorted_mixed  # noqa: E402
 
 __all__ = ["HOLM_ALPHA", "curve_plot", "heatmap", "partial_matrix"]
 
@@ -35,21 +36,6 @@ HOLM_ALPHA = 0.05
 """A heatmap cell is marked ``*`` when its ``p_partial_holm`` is below this."""
 
 _PAIR_NEEDS = ("model", "run", "ood_a", "ood_b", "r_partial", "p_partial_holm")
-
-
-def _require(df: object, columns: tuple[str, ...], what: str) -> None:
-    if not isinstance(df, pd.DataFrame):
-        raise AnalysisError(f"{what}: expected a pandas DataFrame, got {type(df).__name__}")
-    missing = [c for c in columns if c not in df.columns]
-    if missing:
-        raise AnalysisError(f"{what}: missing column(s) {missing}; the table has {list(df.columns)}")
-
-
-def _sorted(values: list[Hashable]) -> list[Hashable]:
-    try:
-        return sorted(values)
-    except TypeError:
-        return sorted(values, key=str)
 
 
 # --------------------------------------------------------------------------- heatmap
@@ -62,11 +48,11 @@ def partial_matrix(pairs: pd.DataFrame, run: Hashable) -> tuple[pd.DataFrame, pd
     missing from ``pairs``, is NaN. Raises :class:`AnalysisError` when ``pairs`` lacks a
     needed column, has no row for ``run`` or lists a pair twice.
     """
-    _require(pairs, _PAIR_NEEDS, "pairs table")
+    require_columns(pairs, _PAIR_NEEDS, "pairs table", AnalysisError)
     rows = pairs[pairs["run"] == run]
     if rows.empty:
-        raise AnalysisError(f"pairs table: run '{run}' has no pairs; runs are {_sorted(pairs['run'].unique().tolist())}")
-    names = _sorted(list(set(rows["ood_a"]) | set(rows["ood_b"])))
+        raise AnalysisError(f"pairs table: run '{run}' has no pairs; runs are {sorted_mixed(pairs['run'].unique().tolist())}")
+    names = sorted_mixed(list(set(rows["ood_a"]) | set(rows["ood_b"])))
     r = pd.DataFrame(np.nan, index=names, columns=names)
     p = pd.DataFrame(np.nan, index=names, columns=names)
     seen: set[frozenset] = set()
@@ -130,7 +116,7 @@ def curve_plot(scores: pd.DataFrame, out_png: str | os.PathLike, out_svg: str | 
     labelled ``(ID)``. Returns the two paths; :class:`AnalysisError` for a table without the
     scores columns or without rows.
     """
-    _require(scores, REQUIRED_COLUMNS, "scores table")
+    require_columns(scores, REQUIRED_COLUMNS, "scores table", AnalysisError)
     if scores.empty:
         raise AnalysisError("scores table: no rows")
     runs = scores[["model", "run"]].drop_duplicates()
@@ -143,7 +129,7 @@ def curve_plot(scores: pd.DataFrame, out_png: str | os.PathLike, out_svg: str | 
             ax.set_visible(False)
         for ax, (model, run) in zip(axes.flat, runs):
             rows = scores[(scores["model"] == model) & (scores["run"] == run)]
-            for testset in _sorted(rows["testset"].unique().tolist()):
+            for testset in sorted_mixed(rows["testset"].unique().tolist()):
                 part = rows[rows["testset"] == testset].sort_values("step")
                 is_id = (part["role"] == ID_ROLE).any()
                 ax.plot(part["step"].to_numpy(), part["accuracy"].to_numpy(dtype=float),

@@ -63,6 +63,8 @@ import patsy
 import pingouin as pg
 from scipy import stats as sps
 
+from ..checks import require_columns
+
 __all__ = [
     "AnalysisError",
     "MIN_CHECKPOINTS",
@@ -119,16 +121,7 @@ def _label(value: Any) -> str:
     return f"'{value}'"
 
 
-def _require(df: Any, columns: Sequence[str], what: str) -> None:
-    """Raise :class:`AnalysisError` unless ``df`` is a DataFrame with all of ``columns``."""
-    if not isinstance(df, pd.DataFrame):
-        raise AnalysisError(f"{what}: expected a pandas DataFrame, got {type(df).__name__}")
-    missing = [c for c in columns if c not in df.columns]
-    if missing:
-        raise AnalysisError(f"{what}: missing column(s) {missing}; the table has {list(df.columns)}")
-
-
-def _sorted(values: Sequence[Hashable]) -> list[Hashable]:
+def sorted_mixed(values: Sequence[Hashable]) -> list[Hashable]:
     """``values`` sorted naturally when comparable, else by their string form."""
     try:
         return sorted(values)
@@ -139,16 +132,16 @@ def _sorted(values: Sequence[Hashable]) -> list[Hashable]:
 def _run_rows(scores: pd.DataFrame, run: Hashable) -> pd.DataFrame:
     """The validated rows of ``run``: integer steps, float accuracies in [0, 1], one model,
     one role per testset, no duplicated (step, testset)."""
-    _require(scores, REQUIRED_COLUMNS, "scores table")
+    require_columns(scores, REQUIRED_COLUMNS, "scores table", AnalysisError)
     rows = scores.loc[scores["run"] == run, list(REQUIRED_COLUMNS)].copy()
     if rows.empty:
-        known = _sorted(scores["run"].dropna().unique().tolist())
+        known = sorted_mixed(scores["run"].dropna().unique().tolist())
         raise AnalysisError(f"run {_label(run)} is not in the scores table; its runs are {known}")
     where = f"run {_label(run)}"
 
     models = rows["model"].dropna().unique().tolist()
     if len(models) != 1 or rows["model"].isna().any():
-        raise AnalysisError(f"{where}: expected exactly one model, found {_sorted(models)}"
+        raise AnalysisError(f"{where}: expected exactly one model, found {sorted_mixed(models)}"
                             + (" and missing model values" if rows["model"].isna().any() else ""))
     if rows["testset"].isna().any():
         raise AnalysisError(f"{where}: some rows have no testset")
@@ -216,8 +209,8 @@ def wide(scores: pd.DataFrame, run: Hashable) -> pd.DataFrame:
         )
 
     role_of = rows.drop_duplicates("testset").set_index("testset")["role"]
-    ids = _sorted([t for t, r in role_of.items() if r == ID_ROLE])
-    oods = _sorted([t for t, r in role_of.items() if r == OOD_ROLE])
+    ids = sorted_mixed([t for t, r in role_of.items() if r == ID_ROLE])
+    oods = sorted_mixed([t for t, r in role_of.items() if r == OOD_ROLE])
     if len(ids) != 1:
         found = "no ID testset" if not ids else f"{len(ids)} ID testsets {ids}"
         raise AnalysisError(f"{where} has {found}; exactly one testset must have role '{ID_ROLE}'")
@@ -480,7 +473,7 @@ def pair_table(scores: pd.DataFrame, alpha: float = 0.05, df: int = 3) -> pd.Dat
     sign ``"null"``, see the module notes. Rows are ordered by model, run, then pair. Raises
     :class:`AnalysisError` as :func:`wide` does for any run, and for ``alpha`` outside (0, 1).
     """
-    _require(scores, REQUIRED_COLUMNS, "scores table")
+    require_columns(scores, REQUIRED_COLUMNS, "scores table", AnalysisError)
     if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not 0.0 < float(alpha) < 1.0:
         raise AnalysisError(f"pair_table: alpha must be a number in (0, 1), got {alpha!r}")
     alpha = float(alpha)
@@ -519,7 +512,7 @@ def summary(pairs: pd.DataFrame) -> pd.DataFrame:
     other than :data:`SIGNS`. An empty ``pairs`` gives an empty table with
     :data:`SUMMARY_COLUMNS`.
     """
-    _require(pairs, ["model", "sign"], "pairs table")
+    require_columns(pairs, ["model", "sign"], "pairs table", AnalysisError)
     bad = ~pairs["sign"].isin(SIGNS)
     if bad.any():
         first = pairs.loc[bad].iloc[0]

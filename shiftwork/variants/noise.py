@@ -11,6 +11,8 @@ import numbers
 
 import numpy as np
 
+from ..checks import non_negative_int
+
 KINDS: tuple[str, ...] = ("spacing", "punctuation", "casing")
 POSITIONS: tuple[str, ...] = ("prefix", "suffix", "global")
 MARKS: str = ".,;:!-"  # deliberately no "?": a stray question mark could change what is being asked
@@ -19,12 +21,6 @@ MARKS: str = ".,;:!-"  # deliberately no "?": a stray question mark could change
 def _check_text(text: object) -> None:
     if not isinstance(text, str):
         raise ValueError(f"text must be a str, got {type(text).__name__}")
-
-
-def _check_count(k: object) -> int:
-    if isinstance(k, bool) or not isinstance(k, numbers.Integral) or k < 0:
-        raise ValueError(f"k must be a non-negative integer, got {k!r}")
-    return int(k)
 
 
 def region(text: str, position: str) -> tuple[int, int]:
@@ -68,7 +64,7 @@ def _gaps(text: str, k: int, position: str, rng: np.random.Generator) -> np.ndar
 def insert_spaces(text: str, k: int, position: str, rng: np.random.Generator) -> str:
     """Insert exactly ``k`` extra spaces at random gaps within the region of ``position``."""
     _check_text(text)
-    k = _check_count(k)
+    k = non_negative_int("k", k)
     points = _gaps(text, k, position, rng)
     return _insert(text, points, [" "] * k)
 
@@ -78,7 +74,7 @@ def insert_punctuation(
 ) -> str:
     """Insert exactly ``k`` marks, each drawn uniformly from ``marks``, at random gaps in the region."""
     _check_text(text)
-    k = _check_count(k)
+    k = non_negative_int("k", k)
     if not isinstance(marks, str) or not marks:
         raise ValueError(f"marks must be a non-empty str, got {marks!r}")
     if "?" in marks:
