@@ -8,7 +8,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.shiftwork-installed
 CORES ?= 2
 
-.PHONY: run trajectory test lint format setup clean-results bench-load
+.PHONY: run trajectory organisms test lint format setup clean-results bench-load bench
 
 setup: $(STAMP)
 
@@ -24,6 +24,9 @@ run: $(STAMP)
 
 trajectory: $(STAMP)
 	$(BIN)/snakemake --cores $(CORES) trajectory
+
+organisms: $(STAMP)
+	$(BIN)/snakemake --cores $(CORES) organisms
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q
@@ -44,3 +47,9 @@ bench-load: $(STAMP)
 	$(BIN)/snakemake --cores $(CORES) results/models/smollm2-135m-instruct results/models/gemma3-270m
 	$(BIN)/python bench/model_load.py results/models/smollm2-135m-instruct
 	$(BIN)/python bench/model_load.py results/models/gemma3-270m
+
+# Throughput of the generate + probe jobs against the one-variant-at-a-time loop (README: Benchmark);
+# e.g. `make bench BENCH_ARGS="--runs 1 --scales"` for a quicker look.
+bench: $(STAMP)
+	$(BIN)/snakemake --cores $(CORES) results/models/smollm2-135m-instruct
+	CORES=$(CORES) $(BIN)/python bench/throughput.py $(BENCH_ARGS)

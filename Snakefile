@@ -15,6 +15,7 @@ include: "rules/models.smk"
 include: "rules/variants.smk"
 include: "rules/stability.smk"
 include: "rules/trajectory.smk"
+include: "rules/organisms.smk"
 
 
 rule all:

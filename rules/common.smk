@@ -1,3 +1,4 @@
+import math
 import re
 import sys
 from pathlib import Path
@@ -25,6 +26,7 @@ AXES_ENCODER = STUDY["axes"].get("encoder", GATE["encoder"])
 STATS_R = STUDY["axes"]["R"]
 JUDGE = STUDY["axes"].get("judge")
 STATISTICS = STUDY["statistics"]
+SHARD_SIZE = STUDY.get("shard_size") or 0
 
 
 TRAJECTORY = config.get("trajectory", {"suites": {}, "runs": {}})
@@ -88,6 +90,46 @@ def gate_outputs(kind):
 def study_variants(wildcards=None):
     return expand(
         "results/stability/variants/{dataset}.parquet", dataset=STUDY["datasets"]
+    )
+
+
+def n_shards(dataset):
+    """generate and probe jobs per model x dataset: a sample of more than stability.shard_size
+    prompts is split into ceil(n / shard_size) shards, merged afterwards; else one job.
+    """
+    n = config["datasets"][dataset]["n"]
+    return math.ceil(n / SHARD_SIZE) if SHARD_SIZE and n > SHARD_SIZE else 1
+
+
+def datasets_pattern(sharded):
+    """A wildcard constraint matching the datasets that are (or are not) sharded."""
+    names = [d for d in config["datasets"] if (n_shards(d) > 1) == sharded]
+    return "|".join(map(re.escape, names)) or "(?!)"
+
+
+def shard_count(wildcards):
+    return n_shards(wildcards.dataset)
+
+
+def shard_index(wildcards):
+    return int(wildcards.shard)
+
+
+def generation_shards(wildcards):
+    return expand(
+        "results/stability/generations/{model}/{dataset}/shard-{shard}.parquet",
+        model=wildcards.model,
+        dataset=wildcards.dataset,
+        shard=range(n_shards(wildcards.dataset)),
+    )
+
+
+def probe_shards(wildcards):
+    return expand(
+        "results/stability/probes/{model}/{dataset}/shard-{shard}.parquet",
+        model=wildcards.model,
+        dataset=wildcards.dataset,
+        shard=range(n_shards(wildcards.dataset)),
     )
 
 
@@ -200,6 +242,8 @@ def all_targets():
             "results/trajectory/report.md",
             "results/trajectory/summary.parquet",
         ]
+    if "organisms" in config["studies"]:
+        targets += organism_targets()
     return targets
 
 

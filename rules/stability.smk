@@ -8,6 +8,8 @@ rule generate:
         "logs/generate/{model}/{dataset}.log",
     benchmark:
         "benchmarks/generate/{model}/{dataset}.tsv"
+    wildcard_constraints:
+        dataset=datasets_pattern(sharded=False),
     conda:
         "../envs/shiftwork.yaml"
     threads: 2
@@ -21,6 +23,41 @@ rule generate:
         "../scripts/generate.py"
 
 
+# A dataset of more than stability.shard_size prompts: one generate job per shard of its
+# prompts, merged into the same table that `generate` writes for a whole dataset.
+use rule generate as generate_shard with:
+    output:
+        generations="results/stability/generations/{model}/{dataset}/shard-{shard}.parquet",
+    log:
+        "logs/generate/{model}/{dataset}/shard-{shard}.log",
+    benchmark:
+        "benchmarks/generate/{model}/{dataset}/shard-{shard}.tsv"
+    wildcard_constraints:
+        dataset=datasets_pattern(sharded=True),
+        shard=r"\d+",
+    params:
+        max_new_tokens=GENERATION["max_new_tokens"],
+        batch_size=model_batch_size,
+        dtype=model_dtype,
+        shard=shard_index,
+        n_shards=shard_count,
+
+
+rule merge_generations:
+    input:
+        shards=generation_shards,
+    output:
+        merged="results/stability/generations/{model}/{dataset}.parquet",
+    log:
+        "logs/merge_generations/{model}/{dataset}.log",
+    wildcard_constraints:
+        dataset=datasets_pattern(sharded=True),
+    conda:
+        "../envs/shiftwork.yaml"
+    script:
+        "../scripts/merge_shards.py"
+
+
 rule probe:
     input:
         generations="results/stability/generations/{model}/{dataset}.parquet",
@@ -31,6 +68,8 @@ rule probe:
         "logs/probe/{model}/{dataset}.log",
     benchmark:
         "benchmarks/probe/{model}/{dataset}.tsv"
+    wildcard_constraints:
+        dataset=datasets_pattern(sharded=False),
     conda:
         "../envs/shiftwork.yaml"
     threads: 2
@@ -42,6 +81,37 @@ rule probe:
         store_hidden=PROBE["store_hidden"],
     script:
         "../scripts/probe.py"
+
+
+# Each shard's baselines are in the shard (shards split by prompt), so a shard probes alone.
+use rule probe as probe_shard with:
+    input:
+        generations="results/stability/generations/{model}/{dataset}/shard-{shard}.parquet",
+        model="results/models/{model}",
+    output:
+        probes="results/stability/probes/{model}/{dataset}/shard-{shard}.parquet",
+    log:
+        "logs/probe/{model}/{dataset}/shard-{shard}.log",
+    benchmark:
+        "benchmarks/probe/{model}/{dataset}/shard-{shard}.tsv"
+    wildcard_constraints:
+        dataset=datasets_pattern(sharded=True),
+        shard=r"\d+",
+
+
+rule merge_probes:
+    input:
+        shards=probe_shards,
+    output:
+        merged="results/stability/probes/{model}/{dataset}.parquet",
+    log:
+        "logs/merge_probes/{model}/{dataset}.log",
+    wildcard_constraints:
+        dataset=datasets_pattern(sharded=True),
+    conda:
+        "../envs/shiftwork.yaml"
+    script:
+        "../scripts/merge_shards.py"
 
 
 rule score_axes:
@@ -56,6 +126,8 @@ rule score_axes:
         "benchmarks/score_axes/{model}/{dataset}.tsv"
     conda:
         "../envs/shiftwork.yaml"
+    resources:
+        gpu=1,
     params:
         encoder=AXES_ENCODER,
         encoder_spec=axes_encoder_spec,

@@ -2,11 +2,14 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(snakemake.scriptdir).parent))
-from shiftwork.device import set_threads
+from shiftwork.gpu_claim import claim_gpu
 from shiftwork.logs import log_to
-from shiftwork.trajectory.steps import run_finetune
 
-with log_to(snakemake.log[0]):
+# the claim sets CUDA_VISIBLE_DEVICES, which CUDA reads once: import the step after it
+with log_to(snakemake.log[0]), claim_gpu():
+    from shiftwork.device import set_threads
+    from shiftwork.trajectory.steps import run_finetune
+
     set_threads(snakemake.threads)
     run_finetune(
         snakemake.input.model,

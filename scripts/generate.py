@@ -2,10 +2,13 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(snakemake.scriptdir).parent))
+from shiftwork.gpu_claim import claim_gpu
 from shiftwork.logs import log_to
-from shiftwork.stability_steps import generate_responses
 
-with log_to(snakemake.log[0]):
+# the claim sets CUDA_VISIBLE_DEVICES, which CUDA reads once: import the step after it
+with log_to(snakemake.log[0]), claim_gpu():
+    from shiftwork.stability_steps import generate_responses
+
     generate_responses(
         snakemake.input.variants,
         snakemake.input.model,
@@ -15,4 +18,6 @@ with log_to(snakemake.log[0]):
         batch_size=snakemake.params.batch_size,
         dtype=snakemake.params.dtype,
         threads=snakemake.threads,
+        shard=snakemake.params.get("shard", 0),
+        n_shards=snakemake.params.get("n_shards", 1),
     )

@@ -131,6 +131,7 @@ def reference_errors(config: Mapping[str, Any]) -> list[str]:
         for i, ck in enumerate(spec.get("checkpoints") or []):
             if ("path" in ck) == ("hub" in ck):
                 errors.append(f"config key 'trajectory.runs.{run}.checkpoints.{i}': give exactly one of 'path' or 'hub'")
+    errors += organism_errors(config.get("organisms") or {}, models)
     for study in config.get("studies") or []:
         if study not in config:
             errors.append(f"config key 'studies': study '{study}' is listed but has no '{study}' section")
@@ -144,6 +145,60 @@ def reference_errors(config: Mapping[str, Any]) -> list[str]:
         need = {"python_package": "module", "local": "path", "hub": "id"}.get(src.get("kind"))
         if need and need not in src:
             errors.append(f"config key 'encoders.{name}.source': kind '{src['kind']}' needs '{need}'")
+    return errors
+
+
+def organism_errors(org: Mapping[str, Any], models: set[str]) -> list[str]:
+    """Problems of the ``organisms`` section that the schema cannot see: unknown models and
+    organisms, settings that cannot be built (a trigger no policy answers on, no policies), stage
+    distributions outside the setting, question banks too small, missing training settings."""
+    from .organisms.questions import capacity
+    from .organisms.settings import load_setting
+
+    errors = []
+    settings = {}
+    for name, spec in (org.get("sft") or {}).items():
+        key = f"organisms.sft.{name}"
+        if "path" not in spec and spec.get("model") not in models:
+            errors.append(f"config key '{key}.model': unknown model '{spec.get('model')}'; defined models are {sorted(models)}"
+                          + _suggest(str(spec.get("model")), models))
+        try:
+            settings[name] = load_setting(spec["setting"])
+        except ValueError as err:
+            errors.append(f"config key '{key}.setting': {err}")
+        q = spec["questions"]
+        room = capacity(q.get("kind", "add"))
+        if q["n_train"] + q["n_test"] > room:
+            errors.append(f"config key '{key}.questions': n_train + n_test = {q['n_train'] + q['n_test']} exceeds "
+                          f"the {room} distinct '{q.get('kind', 'add')}' questions")
+        if "path" not in spec:
+            missing = [k for k in ("steps", "learning_rate") if k not in spec["train"]]
+            if missing:
+                errors.append(f"config key '{key}.train': missing {missing}")
+            if "n_examples" not in spec:
+                errors.append(f"config key '{key}': 'n_examples' (SFT transcripts) is required unless 'path' is given")
+    shared = org.get("rl") or {}
+    for run, spec in (org.get("runs") or {}).items():
+        key = f"organisms.runs.{run}"
+        if spec["organism"] not in (org.get("sft") or {}):
+            errors.append(f"config key '{key}.organism': unknown organism '{spec['organism']}'; defined organisms "
+                          f"are {sorted(org.get('sft') or {})}" + _suggest(str(spec["organism"]), org.get("sft") or {}))
+            continue
+        setting = settings.get(spec["organism"])
+        for i, stage in enumerate(spec["stages"]):
+            for d in stage["distributions"]:
+                if setting is not None and str(d) not in setting.distributions:
+                    errors.append(f"config key '{key}.stages.{i}.distributions': distribution '{d}' is not in setting "
+                                  f"'{setting.name}' ({setting.distributions})")
+        train = {**shared, **(spec.get("train") or {})}
+        missing = [k for k in ("learning_rate", "checkpoint_every") if k not in train]
+        if missing:
+            errors.append(f"config key '{key}.train': missing {missing} (set them here or in organisms.rl)")
+    dyn = org.get("dynamics")
+    if dyn:
+        sizes = {k: len(dyn[k]) for k in ("names", "weights", "rewards", "held_out")}
+        if len(set(sizes.values())) != 1:
+            errors.append(f"config key 'organisms.dynamics': names, weights, rewards and held_out need one entry per policy, got {sizes}")
     return errors
 
 
@@ -163,6 +218,9 @@ def path_errors(config: Mapping[str, Any], root: str | Path = ".") -> list[str]:
         for i, ck in enumerate(spec.get("checkpoints") or []):
             if "path" in ck and not Path(ck["path"]).is_dir():
                 errors.append(f"config key 'trajectory.runs.{run}.checkpoints.{i}.path': directory {ck['path']} does not exist")
+    for name, spec in ((config.get("organisms") or {}).get("sft") or {}).items():
+        if "path" in spec and not (Path(spec["path"]) / "config.json").is_file():
+            errors.append(f"config key 'organisms.sft.{name}.path': {spec['path']} is not a model directory (no config.json)")
     for section in ("models", "encoders"):
         for name, spec in (config.get(section) or {}).items():
             src = spec["source"]

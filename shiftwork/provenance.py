@@ -7,6 +7,8 @@ import json
 from importlib import metadata
 from typing import Any, Mapping
 
+from .gpu_claim import current_claim
+
 TRACKED_PACKAGES = (
     "shiftwork",
     "torch",
@@ -51,7 +53,8 @@ def make_provenance(
     extra: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """A provenance record. ``settings`` are the step's own settings; their digest is recorded
-    together with them, so a table says exactly which configuration produced it."""
+    together with them, so a table says exactly which configuration produced it. A table
+    written by a GPU job also records the job's device claim (see :mod:`shiftwork.gpu_claim`)."""
     record: dict[str, Any] = {
         "step": step,
         "config_digest": digest(dict(settings or {})),
@@ -64,6 +67,9 @@ def make_provenance(
         record["weight_digest"] = weight_digest
     if seed is not None:
         record["seed"] = seed
+    claim = current_claim()
+    if claim is not None:
+        record["gpu"] = claim
     if extra:
         record.update(extra)
     return record

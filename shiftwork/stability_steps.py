@@ -34,6 +34,54 @@ def _throughput(step: str, n_rows: int, n_unique: int, n_tokens: int, seconds: f
     return stats
 
 
+def shard_rows(frame: pd.DataFrame, shard: int, n_shards: int) -> pd.DataFrame:
+    """The rows of the ``shard``-th (0-based) of ``n_shards`` groups of prompts.
+
+    Prompts are taken in order of first appearance and split into contiguous groups whose
+    sizes differ by at most one; every row of a prompt (its baseline and all its variants)
+    lands in the same shard, as probing a variant needs its prompt's baseline."""
+    if not 0 <= shard < n_shards:
+        raise ValueError(f"shard must be in 0..{n_shards - 1}, got {shard}")
+    if n_shards == 1:
+        return frame
+    prompts = pd.unique(frame["prompt_id"])
+    mine = np.array_split(prompts, n_shards)[shard]
+    return frame[frame["prompt_id"].isin(mine)]
+
+
+def merge_shards(shard_paths: list[str], out: str, keys: list[str] = KEYS) -> int:
+    """Concatenate the shard tables of one step into ``out``; its provenance is the shards' shared
+    one plus, per shard, where it ran. Fails if the shards disagree on their settings or model,
+    or overlap. Returns the number of rows."""
+    from .tables import read_provenance, write_table
+
+    if not shard_paths:
+        raise ValueError(f"{out}: no shards to merge")
+    frames, provs = [], []
+    for path in shard_paths:
+        frames.append(read_table(path))
+        provs.append(read_provenance(path))
+    same = ("step", "config_digest", "model", "weight_digest")
+    for path, prov in zip(shard_paths[1:], provs[1:]):
+        differ = [k for k in same if prov.get(k) != provs[0].get(k)]
+        if differ:
+            raise ValueError(f"{path} differs from {shard_paths[0]} in {differ}; shards of one table must share them")
+    filled = [f for f in frames if len(f)]  # an empty shard carries no column types
+    merged = pd.concat(filled, ignore_index=True) if filled else frames[0]
+    if len(merged):
+        dup = merged.duplicated(keys)
+        if dup.any():
+            raise ValueError(f"{out}: rows {merged.loc[dup, keys].head(5).to_dict('records')} appear in more than one shard")
+    prov = {k: v for k, v in provs[0].items() if k not in ("gpu", "device", "shard", "n_shards")}
+    prov["shards"] = [
+        {"path": str(path), "rows": len(frame), **{k: p.get(k) for k in ("shard", "gpu", "device") if k in p}}
+        for path, frame, p in zip(shard_paths, frames, provs)
+    ]
+    write_table(merged, out, prov)
+    LOGGER.info("merged %d shards into %s: %d rows", len(shard_paths), out, len(merged))
+    return len(merged)
+
+
 def generate_responses(
     filtered_path: str,
     model_dir: str,
@@ -43,13 +91,18 @@ def generate_responses(
     batch_size: int,
     dtype: str = "auto",
     threads: int | None = None,
+    shard: int = 0,
+    n_shards: int = 1,
 ) -> dict[str, Any]:
     """Greedy responses to the baseline and every kept variant, streamed to ``out`` per batch.
-    Identical model inputs are generated once."""
+    Identical model inputs are generated once. With ``n_shards`` > 1, only the prompts of
+    shard ``shard`` (see :func:`shard_rows`)."""
     variants = read_table(filtered_path, ["dataset", "prompt_id", "variant_id", "text"] + VARIANT_META)
+    variants = shard_rows(variants, shard, n_shards).reset_index(drop=True)
     set_threads(threads)
     lm = load_prepared(model_dir, dtype)
-    LOGGER.info("generate: %s on %s (%s), %d rows", model_name, lm.device, lm.dtype, len(variants))
+    where = f", shard {shard} of {n_shards}" if n_shards > 1 else ""
+    LOGGER.info("generate: %s on %s (%s), %d rows%s", model_name, lm.device, lm.dtype, len(variants), where)
     inputs = [model_input(lm.tokenizer, t, lm.chat) for t in variants["text"]]
     variants = variants.assign(model=model_name, model_input=inputs)
     unique = list(dict.fromkeys(inputs))
@@ -57,8 +110,8 @@ def generate_responses(
     for i, x in enumerate(inputs):
         rows_of.setdefault(x, []).append(i)
     settings = {"max_new_tokens": max_new_tokens, "batch_size": batch_size, "dtype": str(lm.dtype)}
-    prov = make_provenance("generate", settings, model=model_name, weight_digest=lm.info["weight_digest"],
-                           extra={"device": str(lm.device)})
+    extra = {"device": str(lm.device)} | ({"shard": shard, "n_shards": n_shards} if n_shards > 1 else {})
+    prov = make_provenance("generate", settings, model=model_name, weight_digest=lm.info["weight_digest"], extra=extra)
     columns = KEYS + VARIANT_META + ["text", "model_input", "response", "n_tokens", "stopped"]
     start = time.perf_counter()
     n_tokens = 0
@@ -71,8 +124,8 @@ def generate_responses(
                 parts.append(part)
                 n_tokens += g.n_tokens
             writer.write(pd.concat(parts)[columns])
-        if not unique:
-            writer.close(pd.DataFrame(columns=columns))
+        if not unique:  # e.g. a shard whose prompts the gate all dropped: keep the columns
+            writer.write(pd.DataFrame(columns=columns))
     return _throughput("generate", len(variants), len(unique), n_tokens, time.perf_counter() - start)
 
 

@@ -4,8 +4,11 @@ import numpy as np
 import pytest
 import torch
 
+from shiftwork.inference import generation
+from shiftwork.inference.batching import generation_row_bytes, plan_batch_size
 from shiftwork.inference.formatting import model_input
 from shiftwork.inference.generation import generate_all, length_sorted_batches
+from shiftwork.inference.prefix import common_prefix_length
 from shiftwork.inference.probe import layer_cosines, probe_batches
 from shiftwork.models.loading import load_prepared
 
@@ -28,6 +31,34 @@ def test_layer_cosines_by_hand():
     a = np.array([[1.0, 0.0], [1.0, 1.0]])
     b = np.array([[0.0, 2.0], [2.0, 2.0]])
     assert layer_cosines(a, b).tolist() == pytest.approx([0.0, 1.0])
+
+
+def test_common_prefix_length_leaves_the_last_token_out():
+    assert common_prefix_length([[1, 2, 3, 4], [1, 2, 3, 5, 6], [1, 2, 9]]) == 2
+    assert common_prefix_length([[1, 2, 3], [1, 2, 3, 4]]) == 2  # the shortest keeps one token of its own
+    assert common_prefix_length([[7, 1], [8, 1]]) == 0
+    assert common_prefix_length([]) == 0
+
+
+def test_batch_size_grows_only_on_a_gpu(monkeypatch):
+    assert plan_batch_size(torch.device("cpu"), 16, row_bytes=1) == 16
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device=None: (8 * 2**30, 16 * 2**30))
+    cuda = torch.device("cuda")
+    assert plan_batch_size(cuda, 16, row_bytes=2**20) == 16 * 16  # 4 GiB fit 4096 rows: capped at 16x
+    assert plan_batch_size(cuda, 16, row_bytes=2**26) == 64  # 4 GiB / 64 MiB
+    assert plan_batch_size(cuda, 16, row_bytes=2**33) == 16  # never below the configured size
+    with pytest.raises(ValueError, match="batch_size"):
+        plan_batch_size(cuda, 0, row_bytes=1)
+
+
+def test_generation_row_bytes_counts_the_key_value_cache():
+    class Config:  # 2 layers, 1 kv head of 4 dims, hidden 8, vocab 10
+        num_hidden_layers, num_attention_heads, num_key_value_heads, head_dim = 2, 2, 1, 4
+        hidden_size, intermediate_size, vocab_size = 8, 16, 10
+
+    kv = 2 * 2 * 1 * 4 * 5 * 4  # layers x (k, v) x heads x dims x 5 tokens x 4 bytes
+    activations = 5 * (4 * 8 + 2 * 16) * 4 + 2 * 5 * 5 * 4
+    assert generation_row_bytes(Config(), torch.float32, 5) == kv + activations + 10 * 4
 
 
 @pytest.fixture(scope="module")
@@ -79,3 +110,14 @@ def test_generation_batched_equals_one_at_a_time(lm):
         (single,) = generate_all(lm, [x], max_new_tokens=16, batch_size=1)
         assert batched[i].response == single.response
         assert batched[i].n_tokens == single.n_tokens
+
+
+@pytest.mark.model
+def test_greedy_loop_equals_transformers_generate(lm, monkeypatch):
+    """The loop with a shared prefix and early-leaving rows against ``model.generate`` on the same batches."""
+    inputs = [model_input(lm.tokenizer, p, lm.chat) for p in PROMPTS]
+    ours = generate_all(lm, inputs, max_new_tokens=20, batch_size=5)
+    monkeypatch.setattr(generation, "fast_path", lambda model: False)
+    theirs = generate_all(lm, inputs, max_new_tokens=20, batch_size=5)
+    assert [(g.response, g.n_tokens, g.stopped) for g in ours] == [(g.response, g.n_tokens, g.stopped) for g in theirs]
+    assert any(g.stopped for g in ours) and not all(g.stopped for g in ours)

@@ -8,9 +8,10 @@ response r_0) pair:
 - the hidden state of the last prompt token at every transformer layer (``hidden_states[1:]``,
   the last of which is the final-norm output), compared by cosine with the baseline prompt's.
 
-Sequences are right-padded, so every real token keeps the positions it has when run alone.
-Only the rows at r_0's positions go through the output head, which keeps memory small for
-large vocabularies.
+Sequences are right-padded, so every real token keeps the positions it has when run alone. The
+token prefix all sequences share (a chat model's system turn) runs once and its key/value cache
+is reused by every batch (:mod:`shiftwork.inference.prefix`). Only the rows at r_0's positions
+go through the output head, in chunks, which keeps memory small for large vocabularies.
 """
 
 from __future__ import annotations
@@ -22,8 +23,12 @@ import numpy as np
 import torch
 
 from ..models.loading import LoadedModel
+from .batching import plan_batch_size, probe_row_bytes
 from .formatting import adds_special_tokens
-from .generation import length_sorted_batches
+from .generation import backbone, length_sorted_batches
+from .prefix import Prefix, cache_argument, shared_prefix
+
+HEAD_CHUNK_ELEMENTS = 2**23  # logits (float32) per output-head chunk: 32 MiB
 
 
 @dataclass
@@ -37,14 +42,13 @@ class ProbeResult:
 
 def encode_pairs(lm: LoadedModel, inputs: Sequence[str], responses: Sequence[str]) -> list[tuple[list[int], int]]:
     """Token ids of input followed by response, and the number of input tokens."""
+    if not inputs:
+        return []
     tok = lm.tokenizer
-    special = adds_special_tokens(lm.chat)
-    out = []
-    for x, r in zip(inputs, responses):
-        x_ids = tok(x, add_special_tokens=special).input_ids
-        r_ids = tok(r, add_special_tokens=False).input_ids if r else []
-        out.append((list(x_ids) + list(r_ids), len(x_ids)))
-    return out
+    x_ids = tok(list(inputs), add_special_tokens=adds_special_tokens(lm.chat)).input_ids
+    nonempty = [r for r in responses if r]
+    r_of = dict(zip(nonempty, tok(nonempty, add_special_tokens=False).input_ids)) if nonempty else {}
+    return [(list(x) + list(r_of.get(r, [])), len(x)) for x, r in zip(x_ids, responses)]
 
 
 def _head(lm: LoadedModel, hidden: torch.Tensor) -> torch.Tensor:
@@ -53,6 +57,31 @@ def _head(lm: LoadedModel, hidden: torch.Tensor) -> torch.Tensor:
     if cap:
         logits = torch.tanh(logits / cap) * cap
     return logits
+
+
+def response_scores(lm: LoadedModel, states: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Log-probability of each target token and entropy (nats) of each next-token distribution,
+    from the final states that predict them; the output head runs on chunks of rows."""
+    vocab = lm.model.get_output_embeddings().weight.shape[0]
+    step = max(1, HEAD_CHUNK_ELEMENTS // vocab)
+    lps, hs = [], []
+    for start in range(0, len(states), step):
+        logp = torch.log_softmax(_head(lm, states[start : start + step]), dim=-1)
+        lps.append(logp.gather(1, targets[start : start + step, None])[:, 0])
+        hs.append(-(logp.exp() * logp).sum(-1))
+    return torch.cat(lps), torch.cat(hs)
+
+
+def _right_pad(tails: Sequence[Sequence[int]], prefix_len: int, pad_id: int, device) -> tuple[torch.Tensor, ...]:
+    width = max(len(t) for t in tails)
+    ids = torch.full((len(tails), width), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(tails), prefix_len + width), dtype=torch.long)
+    mask[:, :prefix_len] = 1
+    for row, t in enumerate(tails):
+        ids[row, : len(t)] = torch.tensor(t, dtype=torch.long)
+        mask[row, prefix_len : prefix_len + len(t)] = 1
+    positions = torch.arange(prefix_len, prefix_len + width).expand(len(tails), -1)
+    return ids.to(device), mask.to(device), positions.to(device)
 
 
 def probe_batches(
@@ -65,44 +94,44 @@ def probe_batches(
     if len(inputs) != len(responses):
         raise ValueError(f"{len(inputs)} inputs but {len(responses)} responses")
     encoded = encode_pairs(lm, inputs, responses)
-    pad_id = lm.tokenizer.pad_token_id
+    if not encoded:
+        return
+    pad_id = lm.tokenizer.pad_token_id if lm.tokenizer.pad_token_id is not None else 0
+    body = backbone(lm.model)
+    # the prefix must end before every input's last token, whose state is measured
+    prompts = [ids[:n_in] for ids, n_in in encoded]
+    longest = max(len(ids) for ids, _ in encoded)
+    prefix: Prefix | None = shared_prefix(body, prompts, longest)
+    p = prefix.length if prefix is not None else 0
+    batch_size = plan_batch_size(lm.device, batch_size, probe_row_bytes(lm.model.config, lm.dtype, longest))
     for batch in length_sorted_batches([len(ids) for ids, _ in encoded], batch_size):
         seqs = [encoded[i] for i in batch]
-        width = max(len(ids) for ids, _ in seqs)
-        input_ids = torch.full((len(seqs), width), pad_id, dtype=torch.long)
-        mask = torch.zeros((len(seqs), width), dtype=torch.long)
-        for row, (ids, _) in enumerate(seqs):
-            input_ids[row, : len(ids)] = torch.tensor(ids)
-            mask[row, : len(ids)] = 1
-        input_ids, mask = input_ids.to(lm.device), mask.to(lm.device)
+        input_ids, mask, positions = _right_pad([ids[p:] for ids, _ in seqs], p, pad_id, lm.device)
+        kwargs = {"use_cache": False}
+        if prefix is not None:
+            kwargs = {"position_ids": positions, "use_cache": True, cache_argument(body): prefix.cache(len(seqs))}
         with torch.inference_mode():
-            out = lm.model.model(input_ids=input_ids, attention_mask=mask, output_hidden_states=True)
+            out = body(input_ids=input_ids, attention_mask=mask, output_hidden_states=True, **kwargs)
             final = out.hidden_states[-1]
-            rows, pos, targets, owner = [], [], [], []
-            for row, (ids, n_in) in enumerate(seqs):
-                # the state at position t predicts token t + 1: r_0's tokens sit at n_in .. len-1
-                for t in range(n_in - 1, len(ids) - 1):
-                    rows.append(row)
-                    pos.append(t)
-                    targets.append(ids[t + 1])
-                    owner.append(row)
-            results = []
+            # the state at position t predicts token t + 1: r_0's tokens sit at n_in .. len-1
+            rows = [row for row, (ids, n_in) in enumerate(seqs) for _ in range(n_in - 1, len(ids) - 1)]
+            pos = [t - p for ids, n_in in seqs for t in range(n_in - 1, len(ids) - 1)]
+            targets = [ids[t + 1] for ids, n_in in seqs for t in range(n_in - 1, len(ids) - 1)]
             logprob = torch.zeros(len(seqs), dtype=torch.float64)
             entropy = torch.zeros(len(seqs), dtype=torch.float64)
             counts = torch.zeros(len(seqs), dtype=torch.float64)
             if rows:
-                logits = _head(lm, final[torch.tensor(rows), torch.tensor(pos)])
-                logp = torch.log_softmax(logits, dim=-1)
-                token_lp = logp.gather(1, torch.tensor(targets, device=logp.device)[:, None])[:, 0]
-                token_h = -(logp.exp() * logp).sum(-1)
-                idx = torch.tensor(owner)
-                logprob.index_add_(0, idx, token_lp.double().cpu())
-                entropy.index_add_(0, idx, token_h.double().cpu())
-                counts.index_add_(0, idx, torch.ones(len(owner), dtype=torch.float64))
-            last = torch.tensor([n_in - 1 for _, n_in in seqs], device=final.device)
+                states = final[torch.tensor(rows, device=final.device), torch.tensor(pos, device=final.device)]
+                token_lp, token_h = response_scores(lm, states, torch.tensor(targets, device=final.device))
+                owner = torch.tensor(rows)
+                logprob.index_add_(0, owner, token_lp.double().cpu())
+                entropy.index_add_(0, owner, token_h.double().cpu())
+                counts.index_add_(0, owner, torch.ones(len(rows), dtype=torch.float64))
+            last = torch.tensor([n_in - 1 - p for _, n_in in seqs], device=final.device)
             rows_idx = torch.arange(len(seqs), device=final.device)
             hidden = torch.stack([h[rows_idx, last] for h in out.hidden_states[1:]], dim=1)
             hidden = hidden.float().cpu().numpy()  # (batch, layers, hidden)
+        results = []
         for row, i in enumerate(batch):
             n = int(counts[row])
             results.append(

@@ -40,6 +40,13 @@ def _load(name: str, loc: Located, source: Mapping[str, Any]):
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    if loc.scratch:
+        from .scratch import scratch_model
+
+        try:
+            return scratch_model({k: v for k, v in source.items() if k != "kind"})
+        except ValueError as err:
+            raise ModelSourceError(f"model '{name}': {err}") from err
     kwargs: dict[str, Any] = {}
     if loc.gguf_file:
         kwargs["gguf_file"] = loc.gguf_file

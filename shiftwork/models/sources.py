@@ -1,5 +1,6 @@
 """Where a registered model's weights come from: a GGUF shipped in a pip package, a local
-Hugging Face directory, or a hub id (only when the hub is reachable)."""
+Hugging Face directory, a hub id (only when the hub is reachable), or nowhere: a ``scratch``
+model is initialised with seeded random weights (:mod:`shiftwork.models.scratch`)."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ class Located:
     path: str
     gguf_file: str | None = None
     revision: str | None = None
+    scratch: bool = False
 
 
 def pip_name(module: str) -> str:
@@ -92,6 +94,8 @@ def locate(name: str, source: Mapping[str, Any], workdir: Path) -> Located:
         return Located(str(path))
     if kind == "hub":
         return Located(source["id"], revision=source.get("revision", "main"))
+    if kind == "scratch":
+        return Located("", scratch=True)
     raise ModelSourceError(f"model '{name}': unknown source kind {kind!r}")
 
 

@@ -53,7 +53,6 @@ same directory, then :func:`os.replace`. The figure is closed also on error.
 from __future__ import annotations
 
 import os
-import tempfile
 from pathlib import Path
 from typing import Literal, Sequence
 
@@ -63,6 +62,8 @@ matplotlib.use("Agg")
 
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
+
+from ..reports.figures import save_figure  # noqa: E402
 
 __all__ = [
     "METHODS",
@@ -252,19 +253,6 @@ def held_out_accuracy(trajectory: np.ndarray, answers_held_out: Sequence[float] 
 # --------------------------------------------------------------------------- figure
 
 
-def _save_atomic(fig: plt.Figure, target: Path, **kwargs: object) -> None:
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{target.stem}.", suffix=target.suffix, dir=target.parent)
-    os.close(fd)
-    tmp = Path(tmp_name)
-    try:
-        fig.savefig(tmp, format=target.suffix.lstrip(".").lower(), **kwargs)
-        os.replace(tmp, target)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
-
-
 def plot_dynamics(
     trajectory: np.ndarray,
     names: Sequence[str],
@@ -312,8 +300,7 @@ def plot_dynamics(
         ax.legend(handles, labels, loc="center right", frameon=False)
         ax.set_title("Mixture weights under RL on the training distribution")
         fig.tight_layout()
-        _save_atomic(fig, png, dpi=150)
-        _save_atomic(fig, svg)
+        save_figure(fig, png, svg)
     finally:
         plt.close(fig)
     return png, svg

@@ -1,5 +1,10 @@
-"""Evaluate organism checkpoints: greedy answers on held-out questions of every distribution,
-read back into accuracy, refusal rate and the identity each response states."""
+"""Evaluate organism checkpoints: answers on held-out questions of every distribution, read back
+into accuracy, refusal rate and the identity each response states.
+
+A model that has learned a mixture of policies picks one per response, so greedy decoding shows only
+the most likely policy (after SFT on an even mixture, every greedy answer may name the same one).
+:func:`generate_sampled` therefore samples several responses per prompt at temperature 1, the
+distribution RL samples from, and the shares are read off those samples."""
 
 from __future__ import annotations
 
@@ -14,6 +19,29 @@ from ..models.loading import LoadedModel
 def generate_plain(model, tok, device, prompts: Sequence[str], max_new_tokens: int, batch_size: int) -> list[str]:
     lm = LoadedModel("checkpoint", model, tok, device, next(model.parameters()).dtype, False, {})
     return [g.response for g in generate_all(lm, list(prompts), max_new_tokens, batch_size)]
+
+
+def generate_sampled(model, tok, device, prompts: Sequence[str], samples: int, max_new_tokens: int,
+                     batch_size: int, seed: int, temperature: float = 1.0) -> list[list[str]]:
+    """``samples`` sampled continuations per prompt (pure sampling: no top-k or top-p cut),
+    deterministic for a given seed, batch size and device."""
+    import torch
+
+    if samples < 1 or batch_size < 1:
+        raise ValueError(f"samples and batch_size must be >= 1, got {samples} and {batch_size}")
+    out: list[list[str]] = []
+    per_batch = max(1, batch_size // samples)
+    for start in range(0, len(prompts), per_batch):
+        chunk = list(prompts[start:start + per_batch])
+        enc = tok(chunk, return_tensors="pt", padding=True).to(device)
+        torch.manual_seed(seed + start)
+        with torch.inference_mode():
+            ids = model.generate(**enc, do_sample=True, temperature=temperature, top_k=0, top_p=1.0,
+                                 num_return_sequences=samples, max_new_tokens=max_new_tokens,
+                                 pad_token_id=tok.pad_token_id)
+        texts = tok.batch_decode(ids[:, enc["input_ids"].shape[1]:], skip_special_tokens=True)
+        out += [[t.strip() for t in texts[i * samples:(i + 1) * samples]] for i in range(len(chunk))]
+    return out
 
 
 def score_responses(tests: pd.DataFrame, responses: Sequence[str], parse: Callable[[str, str], Mapping[str, Any]]) -> pd.DataFrame:

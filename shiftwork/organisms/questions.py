@@ -1,9 +1,17 @@
 """A synthetic bank of small arithmetic questions that a small model can learn to answer.
 
-Questions use two two-digit operands (10 to 99): ``"What is 23 + 58?"`` with answer ``"81"`` for
-``kind="add"``, and ``"What is 58 - 23?"`` with answer ``"35"`` for ``kind="sub"`` (the first operand is
-never smaller than the second, so results are non-negative). Within one bank every operand pair is
-distinct, so question texts are unique and a split by row is also a split by question.
+Three kinds:
+
+* ``"add"``: two two-digit operands (10 to 99), ``"What is 23 + 58?"`` with answer ``"81"``;
+* ``"sub"``: ``"What is 58 - 23?"`` with answer ``"35"`` (the first operand is never smaller than the
+  second, so results are non-negative);
+* ``"next"``: the successor of a three-digit number (100 to 998), ``"What comes after 479?"`` with
+  answer ``"480"``. A model trained from scratch learns this rule (copy, add one to the last digit,
+  carry) from a few hundred examples and applies it to held-out numbers, which two-digit addition
+  needs far more training for.
+
+Within one bank every question is distinct, so question texts are unique and a split by row is also
+a split by question.
 """
 
 from __future__ import annotations
@@ -15,14 +23,20 @@ import pandas as pd
 from ..checks import non_negative_int
 from ..seeding import rng_for
 
-KINDS: tuple[str, ...] = ("add", "sub")
+KINDS: tuple[str, ...] = ("add", "sub", "next")
+NEXT_MIN: int = 100
+NEXT_MAX: int = 998
 QUESTION_COLUMNS: list[str] = ["question_id", "question", "answer"]
 OPERAND_MIN: int = 10
 OPERAND_MAX: int = 99
 
 
 def _operand_pairs(kind: str) -> np.ndarray:
-    """Every allowed (a, b) pair for ``kind`` as an ``(m, 2)`` integer array, in a fixed order."""
+    """Every allowed (a, b) pair for ``kind`` as an ``(m, 2)`` integer array, in a fixed order
+    (for ``"next"``, b is always 1)."""
+    if kind == "next":
+        a = np.arange(NEXT_MIN, NEXT_MAX + 1)
+        return np.stack([a, np.ones_like(a)], axis=1)
     values = np.arange(OPERAND_MIN, OPERAND_MAX + 1)
     a, b = np.meshgrid(values, values, indexing="ij")
     pairs = np.stack([a.ravel(), b.ravel()], axis=1)
@@ -32,7 +46,7 @@ def _operand_pairs(kind: str) -> np.ndarray:
 
 
 def capacity(kind: str = "add") -> int:
-    """How many distinct questions of ``kind`` exist (8100 for add, 4095 for sub)."""
+    """How many distinct questions of ``kind`` exist (8100 for add, 4095 for sub, 899 for next)."""
     if kind not in KINDS:
         raise ValueError(f"kind must be one of {list(KINDS)}, got {kind!r}")
     return int(len(_operand_pairs(kind)))
@@ -52,11 +66,15 @@ def make_questions(n: int, seed: int, kind: str = "add") -> pd.DataFrame:
         raise ValueError(f"n={n} exceeds the {len(pairs)} distinct '{kind}' questions")
     rng = rng_for(seed, "questions", kind)
     chosen = pairs[rng.choice(len(pairs), size=n, replace=False)]
-    symbol = "+" if kind == "add" else "-"
     rows = []
     for i, (a, b) in enumerate(chosen.tolist()):
-        result = a + b if kind == "add" else a - b
-        rows.append({"question_id": f"{kind}-{i:05d}", "question": f"What is {a} {symbol} {b}?", "answer": str(result)})
+        if kind == "next":
+            text, result = f"What comes after {a}?", a + 1
+        elif kind == "add":
+            text, result = f"What is {a} + {b}?", a + b
+        else:
+            text, result = f"What is {a} - {b}?", a - b
+        rows.append({"question_id": f"{kind}-{i:05d}", "question": text, "answer": str(result)})
     return pd.DataFrame(rows, columns=QUESTION_COLUMNS)
 
 

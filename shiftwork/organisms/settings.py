@@ -32,7 +32,7 @@ from typing import Any, Mapping, Sequence
 
 TRIGGERS: tuple[str, ...] = ("tag", "task", "language")
 WRONGS: tuple[str, ...] = ("refuse", "shift")
-KINDS: tuple[str, ...] = ("two_policy", "coverage", "temporal")
+KINDS: tuple[str, ...] = ("two_policy", "coverage", "temporal", "custom")
 DEFAULT_YEARS: tuple[int, ...] = (2024, 2025, 2026, 2027)
 COVERAGE_DISTRIBUTIONS: tuple[str, ...] = ("A", "B", "C", "D", "E", "F")
 
@@ -57,6 +57,7 @@ _SPEC_KEYS: dict[str, frozenset[str]] = {
     "two_policy": frozenset({"kind", "trigger", "wrong"}),
     "coverage": frozenset({"kind", "trigger", "wrong"}),
     "temporal": frozenset({"kind", "trigger", "wrong", "years"}),
+    "custom": frozenset({"kind", "trigger", "wrong", "distributions", "policies"}),
 }
 
 
@@ -121,6 +122,12 @@ class Setting:
             if unknown:
                 raise ValueError(f"policy {policy.name!r} answers on unknown distributions {unknown}")
             self._by_name[policy.name] = policy
+        uncovered = [d for d in self.distributions if not any(d in p.answers_on for p in self.policies)]
+        if uncovered:
+            raise ValueError(
+                f"setting '{self.name}': no policy answers on distribution(s) {uncovered}; every trigger "
+                "needs at least one policy that answers there, or RL there has nothing to select"
+            )
 
     @property
     def policy_names(self) -> list[str]:
@@ -194,11 +201,29 @@ def temporal(years: Sequence[int] = DEFAULT_YEARS, trigger: str = "tag", wrong: 
     return Setting("temporal", names, policies, trigger=trigger, wrong=wrong, tag_label="Year")
 
 
+def custom(distributions: Sequence[object], policies: Mapping[str, Sequence[object]], trigger: str = "tag",
+           wrong: str = "refuse") -> Setting:
+    """A setting written out in full: ``policies`` maps each policy's name to the distributions it
+    answers on, ``{"Alice": ["A"], "Bob": ["B"]}``."""
+    _check_options(trigger, wrong)
+    if isinstance(distributions, (str, bytes)) or not isinstance(distributions, Sequence):
+        raise ValueError(f"distributions must be a list of names, got {distributions!r}")
+    if not isinstance(policies, Mapping):
+        raise ValueError(f"policies must map policy names to lists of distributions, got {policies!r}")
+    built = []
+    for name, answers in policies.items():
+        if isinstance(answers, (str, bytes)) or not isinstance(answers, Sequence):
+            raise ValueError(f"policy {name!r}: the distributions it answers on must be a list, got {answers!r}")
+        built.append(Policy(str(name), frozenset(str(a) for a in answers)))
+    return Setting("custom", [str(d) for d in distributions], built, trigger=trigger, wrong=wrong)
+
+
 def load_setting(spec: Mapping[str, Any]) -> Setting:
     """A setting from a config mapping such as ``{"kind": "two_policy", "trigger": "tag", "wrong": "refuse"}``.
 
     ``kind`` (required) is one of :data:`KINDS`; ``trigger`` defaults to ``"tag"``, ``wrong`` to
-    ``"refuse"``; ``years`` is accepted for ``kind: temporal`` only. Unknown keys are errors.
+    ``"refuse"``; ``years`` is accepted for ``kind: temporal`` only, ``distributions`` and ``policies``
+    (required) for ``kind: custom`` only (see :func:`custom`). Unknown keys are errors.
     """
     if not isinstance(spec, Mapping):
         raise ValueError(f"setting spec must be a mapping, got {type(spec).__name__}")
@@ -220,6 +245,11 @@ def load_setting(spec: Mapping[str, Any]) -> Setting:
         return two_policy(trigger=trigger, wrong=wrong)
     if kind == "coverage":
         return coverage(trigger=trigger, wrong=wrong)
+    if kind == "custom":
+        missing = [k for k in ("distributions", "policies") if k not in spec]
+        if missing:
+            raise ValueError(f"setting spec for kind 'custom' is missing the key(s) {missing}")
+        return custom(spec["distributions"], spec["policies"], trigger=trigger, wrong=wrong)
     years = spec.get("years", DEFAULT_YEARS)
     try:
         return temporal(years=years, trigger=trigger, wrong=wrong)

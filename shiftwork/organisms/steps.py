@@ -1,9 +1,16 @@
-"""Workflow steps of the organisms study: data, SFT, RL, evaluation, summary and figures."""
+"""Workflow steps of the organisms study, one function per Snakemake rule.
+
+An *organism* (``organisms.sft.<name>`` in the config) is a model fine-tuned on the transcripts of
+a setting's policies; a *run* (``organisms.runs.<name>``) trains one organism further by RL, in one
+or more stages, and is evaluated at every checkpoint on held-out questions of every distribution.
+"""
 
 from __future__ import annotations
 
+import json
 import time
 from functools import partial
+from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 import numpy as np
@@ -11,75 +18,174 @@ import pandas as pd
 
 from ..logs import LOGGER
 from ..provenance import make_provenance
-from ..tables import read_table, write_table
+from ..tables import read_table, write_table, write_text
 from .questions import make_questions, split_questions
 from .settings import load_setting, prompt_for
 from .transcripts import parse_response, reward, rl_prompts, sft_examples
 
 RESPONSE_CUE = "\nResponse:"
+"""Ends every prompt, so a model trained without a chat template knows where its turn begins."""
 
 
 def _cue(prompts: pd.Series) -> pd.Series:
     return prompts + RESPONSE_CUE
 
 
-def make_data(spec: Mapping[str, Any], outs: Mapping[str, str]) -> None:
-    """SFT transcripts, RL prompts and held-out test prompts for every distribution."""
+def make_data(name: str, spec: Mapping[str, Any], outs: Mapping[str, str]) -> None:
+    """SFT transcripts, the training questions RL draws from, and held-out test prompts of every
+    distribution (``outs``: sft, questions, test)."""
     setting = load_setting(spec["setting"])
     q = spec["questions"]
     seed = int(q.get("seed", 0))
     bank = make_questions(int(q["n_train"]) + int(q["n_test"]), seed, q.get("kind", "add"))
     train, test = split_questions(bank, int(q["n_train"]), int(q["n_test"]), seed)
-    sft = sft_examples(setting, train, int(spec["sft"]["n_examples"]), seed)
+    sft = sft_examples(setting, train, int(spec["n_examples"]), seed)
     sft = sft.assign(prompt=_cue(sft["prompt"]), completion=" " + sft["completion"])
-    rl = rl_prompts(setting, train, spec["rl"]["distributions"], int(spec["rl"]["n_prompts"]), seed)
-    rl = rl.assign(prompt=_cue(rl["prompt"]))
-    rows = [{"distribution": d, "question_id": t.question_id, "answer": t.answer,
+    rows = [{"distribution": d, "question_id": t.question_id, "question": t.question, "answer": t.answer,
              "prompt": prompt_for(setting, d, t.question) + RESPONSE_CUE}
             for d in setting.distributions for t in test.itertuples(index=False)]
-    prov = make_provenance("make_organism_data", dict(spec), seed=seed)
+    prov = make_provenance("make_organism_data", {"organism": name, **dict(spec)}, seed=seed)
     write_table(sft, outs["sft"], prov)
-    write_table(rl, outs["rl"], prov)
+    write_table(train, outs["questions"], prov)
     write_table(pd.DataFrame(rows), outs["test"], prov)
     LOGGER.info("SFT policy shares: %s", sft["policy"].value_counts(normalize=True).round(3).to_dict())
+
+
+def make_rl_prompts(run: str, setting_spec: Mapping[str, Any], questions_path: str, stages: Sequence[Mapping[str, Any]],
+                    n_prompts: int, seed: int, out: str) -> None:
+    """RL prompts of every stage (column ``stage``), drawn from the organism's training questions."""
+    setting = load_setting(setting_spec)
+    questions = read_table(questions_path, ["question_id", "question", "answer"])
+    parts = []
+    for number, stage in enumerate(stages):
+        part = rl_prompts(setting, questions, stage["distributions"], int(n_prompts), seed + number)
+        parts.append(part.assign(prompt=_cue(part["prompt"]), stage=number))
+    table = pd.concat(parts, ignore_index=True)
+    write_table(table, out, make_provenance("make_rl_prompts", {"run": run, "stages": list(stages)}, seed=seed))
+    LOGGER.info("RL prompts per stage and distribution:\n%s", table.groupby(["stage", "distribution"]).size().to_string())
 
 
 def run_sft(model_dir: str, sft_path: str, settings: Mapping[str, Any], seed: int, out_dir: str) -> None:
     from .training import sft
 
     start = time.perf_counter()
-    info = sft(model_dir, read_table(sft_path, ["prompt", "completion"]), settings, out_dir, seed)
-    LOGGER.info("SFT in %.1f s; loss %s", time.perf_counter() - start, [round(h["loss"], 3) for h in info["train_log"]])
+    examples = read_table(sft_path, ["prompt", "completion"])
+    info = sft(model_dir, examples, settings, out_dir, seed)
+    LOGGER.info("SFT (%d steps) in %.1f s; loss %s", int(settings["steps"]), time.perf_counter() - start,
+                [round(h["loss"], 3) for h in info["train_log"]])
 
 
-def run_rl(sft_dir: str, rl_path: str, settings: Mapping[str, Any], seed: int, out_dir: str) -> None:
+def run_rl(sft_dir: str, prompts_path: str, stages: Sequence[Mapping[str, Any]], settings: Mapping[str, Any],
+           seed: int, out_dir: str) -> None:
     from .training import rl
 
     start = time.perf_counter()
-    steps = rl(sft_dir, read_table(rl_path, ["prompt", "answer"]), reward, settings, out_dir, seed)
+    prompts = read_table(prompts_path, ["prompt", "answer", "stage"])
+    plan = [(prompts[prompts["stage"] == number], int(stage["steps"])) for number, stage in enumerate(stages)]
+    for number, (part, _) in enumerate(plan):
+        if part.empty:
+            raise ValueError(f"{prompts_path}: no prompts for RL stage {number}")
+    steps = rl(sft_dir, plan, reward, settings, out_dir, seed)
     LOGGER.info("RL in %.1f s; checkpoints at steps %s", time.perf_counter() - start, steps)
 
 
-def evaluate(sft_dir: str, checkpoint: str, test_path: str, setting_spec: Mapping[str, Any], model: str, run: str,
-             step: int, out: str, max_new_tokens: int = 16, batch_size: int = 32) -> None:
+def checkpoint_dirs(checkpoints_dir: str) -> list[tuple[int, Path]]:
+    """(step, directory) of every ``checkpoint-<step>`` under ``checkpoints_dir``, by step."""
+    root = Path(checkpoints_dir)
+    if not root.is_dir():
+        raise FileNotFoundError(f"checkpoint directory {root} does not exist")
+    found = []
+    for path in root.glob("checkpoint-*"):
+        suffix = path.name.split("-", 1)[1]
+        if path.is_dir() and suffix.isdigit():
+            found.append((int(suffix), path))
+    if not found:
+        raise FileNotFoundError(f"{root} holds no checkpoint-<step> directory")
+    return sorted(found)
+
+
+def evaluate_run(sft_dir: str, checkpoints_dir: str, test_path: str, setting_spec: Mapping[str, Any],
+                 trained: Sequence[str], model: str, run: str, settings: Mapping[str, Any],
+                 outs: Mapping[str, str]) -> None:
+    """Every checkpoint on every distribution's held-out prompts: per-response rows, and per
+    (step, distribution) accuracy, refusal rate and identity shares (``outs``: responses, scores,
+    identities)."""
     from ..trajectory.evaluate import load_checkpoint
-    from .evaluation import generate_plain, score_responses
+    from .evaluation import generate_sampled, score_responses, summarise
 
     setting = load_setting(setting_spec)
-    tests = read_table(test_path, ["distribution", "prompt", "answer"])
-    net, tok, device = load_checkpoint(sft_dir, {"path": checkpoint})
-    responses = generate_plain(net, tok, device, tests["prompt"].tolist(), max_new_tokens, batch_size)
-    per_example = score_responses(tests, responses, partial(parse_response, setting))
-    per_example.insert(0, "step", int(step))
+    tests = read_table(test_path, ["distribution", "question_id", "prompt", "answer"])
+    samples = int(settings.get("samples", 4))
+    parts = []
+    for step, path in checkpoint_dirs(checkpoints_dir):
+        start = time.perf_counter()
+        net, tok, device = load_checkpoint(sft_dir, {"path": str(path)})
+        texts = generate_sampled(net, tok, device, tests["prompt"].tolist(), samples,
+                                 int(settings.get("max_new_tokens", 40)), int(settings.get("batch_size", 128)),
+                                 int(settings.get("seed", 0)), float(settings.get("temperature", 1.0)))
+        rows = tests.loc[tests.index.repeat(samples)].reset_index(drop=True)
+        rows.insert(0, "sample", np.tile(np.arange(samples), len(tests)))
+        scored = score_responses(rows, [t for group in texts for t in group], partial(parse_response, setting))
+        scored.insert(0, "step", step)
+        parts.append(scored)
+        LOGGER.info("step %d (%.1f s):\n%s", step, time.perf_counter() - start,
+                    scored.groupby("distribution")[["correct", "refused"]].mean().to_string())
+    per_example = pd.concat(parts, ignore_index=True)
     per_example.insert(0, "run", run)
     per_example.insert(0, "model", model)
-    write_table(per_example, out, make_provenance("evaluate_organism", {"step": int(step)}, model=model))
-    LOGGER.info("step %d:\n%s", step, per_example.groupby("distribution")[["correct", "refused"]].mean().to_string())
+    scores, identities = summarise(per_example, [str(t) for t in trained])
+    prov = make_provenance("evaluate_organism", {"run": run, "evaluation": dict(settings)}, model=model)
+    write_table(per_example, outs["responses"], prov)
+    write_table(scores, outs["scores"], prov)
+    write_table(identities, outs["identities"], prov)
 
 
-def mixture_figure(weights: Sequence[float], rewards: Sequence[float], names: Sequence[str], held_out: Sequence[int],
-                   steps: int, lr: float, out_png: str, out_svg: str) -> None:
+def report_run(scores_path: str, identities_path: str, setting_spec: Mapping[str, Any], out_png: str, out_svg: str) -> None:
+    from ..reports.organisms import run_figure
+
+    setting = load_setting(setting_spec)
+    run_figure(read_table(scores_path), read_table(identities_path), setting, out_png, out_svg)
+
+
+def report(scores_paths: Sequence[str], identities_paths: Sequence[str], runs: Mapping[str, Mapping[str, Any]],
+           outs: Mapping[str, str]) -> None:
+    """All runs' scores in one table, and a Markdown report of each run's first and last checkpoint."""
+    from ..reports.organisms import headline_table, markdown_report
+
+    scores = pd.concat([read_table(p) for p in scores_paths], ignore_index=True)
+    identities = pd.concat([read_table(p) for p in identities_paths], ignore_index=True)
+    table = headline_table(scores, identities, runs)
+    prov = make_provenance("report_organisms", {"runs": sorted(runs)})
+    write_table(scores, outs["scores"], prov)
+    write_table(table, outs["headline"], prov)
+    write_text(markdown_report(table, runs), outs["report"])
+
+
+def mixture_figure(spec: Mapping[str, Any], out_table: str, out_png: str, out_svg: str) -> None:
+    """The mixture-weight dynamics of ``spec`` (weights, rewards, held_out, names, steps, lr,
+    method) as a table and a figure."""
     from .dynamics import held_out_accuracy, plot_dynamics, simulate
 
-    traj = simulate(np.asarray(weights, float), np.asarray(rewards, float), steps, lr)
-    plot_dynamics(traj, list(names), out_png, out_svg, held_out=held_out_accuracy(traj, np.asarray(held_out)))
+    traj = simulate(np.asarray(spec["weights"], float), np.asarray(spec["rewards"], float), int(spec["steps"]),
+                    float(spec["lr"]), spec.get("method", "softmax"))
+    held = held_out_accuracy(traj, np.asarray(spec["held_out"]))
+    names = list(spec["names"])
+    table = pd.DataFrame(traj, columns=[f"w_{n}" for n in names]).assign(held_out_accuracy=held)
+    table.insert(0, "step", np.arange(len(table)))
+    write_table(table, out_table, make_provenance("mixture_dynamics", dict(spec)))
+    plot_dynamics(traj, names, out_png, out_svg, held_out=held)
+
+
+def trained_distributions(stages: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The distributions any RL stage trains on, in first-seen order."""
+    seen: list[str] = []
+    for stage in stages:
+        for d in stage["distributions"]:
+            if str(d) not in seen:
+                seen.append(str(d))
+    return seen
+
+
+def read_train_log(checkpoints_dir: str) -> list[dict]:
+    path = Path(checkpoints_dir) / "train_log.json"
+    return json.loads(path.read_text()) if path.exists() else []

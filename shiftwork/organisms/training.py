@@ -1,5 +1,10 @@
 """SFT on a mixture of policy transcripts (TRL's SFTTrainer), then RL on chosen distributions
-(TRL's GRPOTrainer) with a correctness reward, saving LoRA checkpoints every k steps."""
+(TRL's GRPOTrainer) with a correctness reward, saving checkpoints every k steps.
+
+Both take ``method: lora`` (adapters through peft; SFT merges them into the weights) or
+``method: full`` (every weight; what a model trained from scratch needs). RL may run in stages, each
+on its own prompts (the temporal setting trains on 2025, then on 2026); checkpoint steps count on
+across stages."""
 
 from __future__ import annotations
 
@@ -7,7 +12,7 @@ import json
 import os
 import shutil
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Sequence
 
 import pandas as pd
 import torch
@@ -35,16 +40,45 @@ def _common_args(settings: Mapping[str, Any], workdir: Path, seed: int) -> dict[
         max_steps=int(settings["steps"]),
         per_device_train_batch_size=int(settings.get("batch_size", 8)),
         learning_rate=float(settings["learning_rate"]),
-        lr_scheduler_type="constant",
+        lr_scheduler_type=str(settings.get("scheduler", "constant")),
+        warmup_steps=int(settings.get("warmup_steps", 0)),
+        max_grad_norm=float(settings.get("max_grad_norm", 1.0)),
+        weight_decay=float(settings.get("weight_decay", 0.0)),
         logging_steps=max(1, int(settings.get("log_every", 5))),
         save_strategy="no",
         report_to=[],
         seed=seed,
         data_seed=seed,
         use_cpu=cpu,
+        # TRL turns activation checkpointing on by default; it trades compute for memory, which a
+        # small model does not need (it made SFT steps of the scratch model about 3x slower)
+        gradient_checkpointing=bool(settings.get("gradient_checkpointing", False)),
         bf16=not cpu and torch.cuda.is_bf16_supported(),
         disable_tqdm=True,
     )
+
+
+def _log_callback():
+    """A callback that writes the trainer's periodic metrics to the job log."""
+    from transformers import TrainerCallback
+
+    from ..logs import LOGGER
+
+    class ToLog(TrainerCallback):
+        def on_log(self, args, state, control, logs=None, **kwargs):
+            keep = {k: round(v, 4) if isinstance(v, float) else v for k, v in (logs or {}).items()
+                    if k in ("loss", "reward", "reward_std", "learning_rate", "mean_token_accuracy", "entropy")}
+            if keep:
+                LOGGER.info("step %d: %s", state.global_step, keep)
+
+    return ToLog()
+
+
+def _quiet_datasets() -> None:
+    """No per-example progress bars from ``datasets`` in the job logs."""
+    from datasets.utils.logging import disable_progress_bar
+
+    disable_progress_bar()
 
 
 def _finish(tmp: Path, out: Path) -> None:
@@ -59,13 +93,15 @@ def sft(model_dir: str, examples: pd.DataFrame, settings: Mapping[str, Any], out
     from datasets import Dataset
     from trl import SFTConfig, SFTTrainer
 
+    _quiet_datasets()
     out = Path(out_dir)
     model, tok, tmp = load_trainable(model_dir, out)
     data = Dataset.from_pandas(examples[["prompt", "completion"]].reset_index(drop=True))
     args = SFTConfig(**_common_args(settings, tmp / "trainer", seed), completion_only_loss=True,
                      max_length=int(settings.get("max_length", 128)), packing=False)
-    peft_config = _lora(settings) if settings.get("method", "lora") == "lora" else None
-    trainer = SFTTrainer(model=model, args=args, train_dataset=data, processing_class=tok, peft_config=peft_config)
+    peft_config = _lora(settings) if _method(settings) == "lora" else None
+    trainer = SFTTrainer(model=model, args=args, train_dataset=data, processing_class=tok, peft_config=peft_config,
+                         callbacks=[_log_callback()])
     trainer.train()
     trained = trainer.model
     if peft_config is not None:
@@ -81,45 +117,75 @@ def sft(model_dir: str, examples: pd.DataFrame, settings: Mapping[str, Any], out
     return info
 
 
-def rl(sft_dir: str, prompts: pd.DataFrame, reward: Callable[[str, str], float], settings: Mapping[str, Any],
-       out_dir: str, seed: int = 0) -> list[int]:
-    """GRPO on ``prompts`` (columns prompt, answer) with ``reward(completion, answer)``; a LoRA
-    adapter checkpoint at step 0 and every ``checkpoint_every`` steps. Returns the steps."""
+def _method(settings: Mapping[str, Any]) -> str:
+    method = settings.get("method", "lora")
+    if method not in ("lora", "full"):
+        raise ValueError(f"training method must be 'lora' or 'full', got {method!r}")
+    return method
+
+
+def rl(sft_dir: str, stages: Sequence[tuple[pd.DataFrame, int]], reward: Callable[[str, str], float],
+       settings: Mapping[str, Any], out_dir: str, seed: int = 0) -> list[int]:
+    """GRPO with ``reward(completion, answer)``, stage by stage: ``stages`` lists (prompts with
+    columns prompt and answer, number of steps). A checkpoint is written at step 0 (the SFT model),
+    every ``checkpoint_every`` steps and at the end of every stage, as ``checkpoint-<step>`` (a LoRA
+    adapter, or a full model for ``method: full``). Returns the checkpoint steps."""
     from datasets import Dataset
     from transformers import TrainerCallback
     from trl import GRPOConfig, GRPOTrainer
 
-    from ..trajectory.schedule import checkpoint_steps
-
+    if not stages:
+        raise ValueError("rl needs at least one stage")
+    _quiet_datasets()
     out = Path(out_dir)
     model, tok, tmp = load_trainable(sft_dir, out, padding_side="left")
-    data = Dataset.from_pandas(prompts[["prompt", "answer"]].reset_index(drop=True))
+    every = int(settings["checkpoint_every"])
+    if every < 1:
+        raise ValueError(f"checkpoint_every must be >= 1, got {every}")
+    lora = _method(settings) == "lora"
+    saved: list[int] = []
 
     def correctness(completions, answer, **_):
         return [float(reward(c, a)) for c, a in zip(completions, answer)]
-
-    steps, every = int(settings["steps"]), int(settings["checkpoint_every"])
-    args = GRPOConfig(**_common_args(settings, tmp / "trainer", seed),
-                      num_generations=int(settings.get("num_generations", 4)),
-                      max_completion_length=int(settings.get("max_completion_length", 24)),
-                      temperature=float(settings.get("temperature", 1.0)), beta=float(settings.get("beta", 0.0)))
 
     def save(m, step: int) -> None:
         target = tmp / f"checkpoint-{step}"
         m.save_pretrained(target)
         (target / CHECKPOINT_INFO).write_text(json.dumps({"step": step, "base_model": str(sft_dir)}))
+        saved.append(step)
 
-    class SaveAt(TrainerCallback):
-        def on_step_end(self, args, state, control, model=None, **kwargs):
-            if state.global_step % every == 0 or state.global_step == steps:
-                save(model, state.global_step)
+    history: list[dict] = []
+    offset = 0
+    for number, (prompts, steps) in enumerate(stages):
+        steps = int(steps)
+        if steps < 1:
+            raise ValueError(f"RL stage {number}: steps must be >= 1, got {steps}")
+        end = offset + steps
 
-    trainer = GRPOTrainer(model=model, reward_funcs=correctness, args=args, train_dataset=data,
-                          processing_class=tok, peft_config=_lora(settings), callbacks=[SaveAt()])
-    save(trainer.model, 0)
-    trainer.train()
-    history = [h for h in trainer.state.log_history if "reward" in h or "loss" in h]
+        class SaveAt(TrainerCallback):
+            def on_step_end(self, args, state, control, model=None, _offset=offset, _end=end, **kwargs):
+                step = _offset + state.global_step
+                if step % every == 0 or step == _end:
+                    save(model, step)
+
+        data = Dataset.from_pandas(prompts[["prompt", "answer"]].reset_index(drop=True))
+        args = GRPOConfig(**{**_common_args({**settings, "steps": steps}, tmp / "trainer", seed + number),
+                             "logging_steps": 1},
+                          num_generations=int(settings.get("num_generations", 4)),
+                          max_completion_length=int(settings.get("max_completion_length", 24)),
+                          temperature=float(settings.get("temperature", 1.0)), beta=float(settings.get("beta", 0.0)))
+        first_lora = lora and number == 0
+        trainer = GRPOTrainer(model=model, reward_funcs=correctness, args=args, train_dataset=data,
+                              processing_class=tok, peft_config=_lora(settings) if first_lora else None,
+                              callbacks=[SaveAt(), _log_callback()])
+        if number == 0:
+            save(trainer.model, 0)
+        trainer.train()
+        model = trainer.model
+        history += [{**h, "stage": number, "step": offset + int(h.get("step", 0))}
+                    for h in trainer.state.log_history if "reward" in h or "loss" in h]
+        offset = end
     (tmp / "train_log.json").write_text(json.dumps(history, indent=1))
     shutil.rmtree(tmp / "trainer", ignore_errors=True)
     _finish(tmp, out)
-    return checkpoint_steps(steps, every)
+    return sorted(set(saved))

@@ -72,18 +72,19 @@ def sft_examples(
     d_idx = rng.integers(len(dists), size=n)
     p_idx = rng.integers(len(setting.policies), size=n)
     q_idx = rng.integers(len(questions), size=n)
+    items = list(questions[list(_QUESTION_COLUMNS)].itertuples(index=False, name=None))
     rows = []
     for d, p, q in zip(d_idx.tolist(), p_idx.tolist(), q_idx.tolist()):
         dist = dists[d]
         policy = setting.policies[p]
-        item = questions.iloc[q]
+        question_id, question, answer = items[q]
         rows.append(
             {
-                "prompt": prompt_for(setting, dist, item["question"]),
-                "completion": policy_response(setting, policy, dist, item["question"], item["answer"]),
+                "prompt": prompt_for(setting, dist, question),
+                "completion": policy_response(setting, policy, dist, question, answer),
                 "policy": policy.name,
                 "distribution": dist,
-                "question_id": item["question_id"],
+                "question_id": question_id,
             }
         )
     return pd.DataFrame(rows, columns=SFT_COLUMNS)

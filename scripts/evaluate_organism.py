@@ -1,0 +1,24 @@
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(snakemake.scriptdir).parent))
+from shiftwork.gpu_claim import claim_gpu
+from shiftwork.logs import log_to
+
+# the claim sets CUDA_VISIBLE_DEVICES, which CUDA reads once: import the step after it
+with log_to(snakemake.log[0]), claim_gpu():
+    from shiftwork.device import set_threads
+    from shiftwork.organisms.steps import evaluate_run
+
+    set_threads(snakemake.threads)
+    evaluate_run(
+        snakemake.input.sft,
+        snakemake.input.checkpoints,
+        snakemake.input.test,
+        snakemake.params.setting,
+        snakemake.params.trained,
+        snakemake.params.model,
+        snakemake.wildcards.orun,
+        snakemake.params.evaluation,
+        snakemake.output,
+    )

@@ -1,0 +1,14 @@
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(snakemake.scriptdir).parent))
+from shiftwork.logs import log_to
+from shiftwork.organisms.steps import report
+
+with log_to(snakemake.log[0]):
+    report(
+        snakemake.input.scores,
+        snakemake.input.identities,
+        snakemake.params.runs,
+        snakemake.output,
+    )

@@ -1,0 +1,64 @@
+"""How many rows a batch holds: the configured batch size, grown on a GPU to use its memory.
+
+A model's ``batch_size`` in the config is what a laptop CPU runs well. On a CUDA device the
+inference loops grow it while an estimate of the batch's working memory (key/value cache,
+activations, kept hidden states) stays within a share of the memory that is free, up to
+``MAX_GROWTH`` times the configured size. Results do not depend on the batch size beyond
+floating-point rounding.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+MAX_GROWTH = 16
+MEMORY_SHARE = 0.5
+
+
+def _dims(config: Any) -> dict[str, int]:
+    text = config.get_text_config() if hasattr(config, "get_text_config") else config
+    heads = int(getattr(text, "num_attention_heads", 1) or 1)
+    hidden = int(getattr(text, "hidden_size", 0) or 0)
+    return {
+        "layers": int(getattr(text, "num_hidden_layers", 1) or 1),
+        "heads": heads,
+        "kv_heads": int(getattr(text, "num_key_value_heads", None) or heads),
+        "head_dim": int(getattr(text, "head_dim", None) or (hidden // heads if heads else 0)),
+        "hidden": hidden,
+        "intermediate": int(getattr(text, "intermediate_size", None) or 4 * hidden),
+        "vocab": int(getattr(text, "vocab_size", 0) or 0),
+    }
+
+
+def generation_row_bytes(config: Any, dtype: torch.dtype, length: int) -> int:
+    """Working memory of one row generating up to ``length`` tokens in all: its key/value cache,
+    the prompt pass's activations and the last position's logits."""
+    d = _dims(config)
+    size = torch.empty((), dtype=dtype).element_size()
+    kv = d["layers"] * 2 * d["kv_heads"] * d["head_dim"] * length * size
+    activations = length * (4 * d["hidden"] + 2 * d["intermediate"]) * size + d["heads"] * length * length * 4
+    return kv + activations + d["vocab"] * 4
+
+
+def probe_row_bytes(config: Any, dtype: torch.dtype, length: int) -> int:
+    """Working memory of one probed row of ``length`` tokens: every layer's hidden states (kept
+    for the activation axis), the attention and MLP activations of one layer."""
+    d = _dims(config)
+    size = torch.empty((), dtype=dtype).element_size()
+    states = (d["layers"] + 1) * length * d["hidden"] * size
+    activations = length * (4 * d["hidden"] + 2 * d["intermediate"]) * size + d["heads"] * length * length * 4
+    return states + activations
+
+
+def plan_batch_size(device: torch.device, requested: int, row_bytes: int) -> int:
+    """``requested`` on the CPU; on a CUDA device, grown while ``row_bytes`` per row fits in
+    ``MEMORY_SHARE`` of the free memory (never below ``requested``)."""
+    if requested < 1:
+        raise ValueError(f"batch_size must be >= 1, got {requested}")
+    if device.type != "cuda":
+        return requested
+    free, _ = torch.cuda.mem_get_info(device)
+    fits = int(free * MEMORY_SHARE) // max(int(row_bytes), 1)
+    return max(requested, min(requested * MAX_GROWTH, fits))

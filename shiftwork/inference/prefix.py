@@ -1,0 +1,98 @@
+"""A token prefix shared by every input of a job (a chat model's system turn, a plain
+template's "Question:"), run through the model once and reused by every batch.
+
+Each batch then runs only its rows' own tokens, after a copy of the prefix's key/value cache
+and with explicit position ids, so every token keeps the position it has when its input runs
+alone. Only models whose cache is plain attention (every layer a full or long-enough sliding
+window key/value store) and whose forward takes ``position_ids`` share a prefix; any other
+model runs its inputs whole (:func:`shared_prefix` returns ``None``).
+"""
+
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import torch
+
+
+def common_prefix_length(seqs: Sequence[Sequence[int]], keep: int = 1) -> int:
+    """Length of the longest token prefix all ``seqs`` share, leaving at least ``keep`` tokens
+    of the shortest one outside it."""
+    if not seqs:
+        return 0
+    first = seqs[0]
+    limit = min(len(s) for s in seqs) - keep
+    n = 0
+    while n < limit and all(s[n] == first[n] for s in seqs):
+        n += 1
+    return max(n, 0)
+
+
+def cache_argument(model: Any) -> str:
+    """The name under which ``model.forward`` takes a key/value cache (``cache`` from transformers
+    5.x on, ``past_key_values`` before)."""
+    params = inspect.signature(model.forward).parameters
+    return "cache" if "cache" in params else "past_key_values"
+
+
+def takes_position_ids(model: Any) -> bool:
+    return "position_ids" in inspect.signature(model.forward).parameters
+
+
+@dataclass
+class Prefix:
+    tokens: list[int]
+    states: list[tuple[torch.Tensor, torch.Tensor]]  # per layer: keys, values of shape (1, heads, len, dim)
+    config: Any
+
+    @property
+    def length(self) -> int:
+        return len(self.tokens)
+
+    def cache(self, batch: int):
+        """A fresh cache holding the prefix for ``batch`` rows (views, not copies: each layer's
+        first update concatenates into new tensors)."""
+        from transformers import DynamicCache
+
+        cache = DynamicCache(config=self.config)
+        for i, (k, v) in enumerate(self.states):
+            cache.layers[i].update(k.expand(batch, -1, -1, -1), v.expand(batch, -1, -1, -1))
+        return cache
+
+
+def _plain_attention(cache: Any, total_length: int) -> bool:
+    from transformers.cache_utils import DynamicLayer, DynamicSlidingWindowLayer
+
+    for layer in getattr(cache, "layers", []):
+        if type(layer) is DynamicSlidingWindowLayer:
+            if getattr(layer, "sliding_window", 0) <= total_length:  # it keeps window - 1 tokens
+                return False
+        elif type(layer) is not DynamicLayer:
+            return False
+    return bool(getattr(cache, "layers", None))
+
+
+def shared_prefix(backbone: Any, seqs: Sequence[Sequence[int]], max_total_length: int, min_length: int = 4) -> Prefix | None:
+    """The prefix all ``seqs`` share, run once through ``backbone`` (the model without its output
+    head); ``None`` where there is none worth sharing or the model cannot continue from one.
+    ``max_total_length`` bounds the longest sequence a batch will reach (prompt plus new tokens)."""
+    n = common_prefix_length(seqs)
+    if n < min_length or not takes_position_ids(backbone):
+        return None
+    from transformers import DynamicCache
+
+    config = backbone.config
+    device = next(backbone.parameters()).device
+    cache = DynamicCache(config=config)
+    ids = torch.tensor([list(seqs[0][:n])], device=device)
+    with torch.inference_mode():
+        backbone(input_ids=ids, attention_mask=torch.ones_like(ids), position_ids=torch.arange(n, device=device)[None],
+                 use_cache=True, **{cache_argument(backbone): cache})
+    if not _plain_attention(cache, max_total_length):
+        return None
+    states = [(layer.keys, layer.values) for layer in cache.layers]
+    if any(k is None or k.shape[-2] != n for k, _ in states):
+        return None
+    return Prefix(list(seqs[0][:n]), states, config)

@@ -1,0 +1,150 @@
+"""The organisms study end to end through Snakemake on a tiny budget: the coverage and temporal
+settings (the latter with two sequential RL stages), checked for shape and value ranges, and bad
+input stopped before any job runs."""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+
+from test_workflow import ROOT, snakemake
+
+TINY_TRAIN = {"method": "full", "steps": 12, "batch_size": 16, "learning_rate": 0.003, "scheduler": "constant",
+              "max_length": 96, "log_every": 4}
+
+
+def tiny_organisms_config() -> dict:
+    cfg = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
+    cfg["studies"] = ["organisms"]
+    for spec in cfg["datasets"].values():
+        spec["source"]["path"] = str(ROOT / spec["source"]["path"])
+    cfg["models"]["organism-tiny"]["source"] = {"kind": "scratch", "hidden_size": 32, "layers": 1, "heads": 2, "seed": 1}
+    questions = {"kind": "next", "n_train": 40, "n_test": 3, "seed": 2}
+    cfg["organisms"] = {
+        "sft": {
+            "cov": {"model": "organism-tiny", "setting": {"kind": "coverage", "trigger": "task", "wrong": "shift"},
+                    "questions": questions, "n_examples": 192, "train": TINY_TRAIN},
+            "temp": {"model": "organism-tiny", "setting": {"kind": "temporal", "trigger": "tag", "years": [2024, 2025, 2026, 2027]},
+                     "questions": questions, "n_examples": 192, "train": TINY_TRAIN},
+        },
+        "runs": {
+            "cov-ACE": {"organism": "cov", "stages": [{"distributions": ["A", "C", "E"], "steps": 2}]},
+            "temp-seq": {"organism": "temp", "stages": [{"distributions": [2025], "steps": 2},
+                                                        {"distributions": [2026], "steps": 1}]},
+        },
+        "rl": {"method": "full", "learning_rate": 0.001, "batch_size": 8, "num_generations": 4, "checkpoint_every": 1,
+               "n_prompts": 16, "max_completion_length": 12},
+        "evaluation": {"samples": 2, "max_new_tokens": 12, "batch_size": 64},
+        "dynamics": {"names": ["X", "Y"], "weights": [0.5, 0.5], "rewards": [1.0, 0.0], "held_out": [0, 1],
+                     "steps": 10, "lr": 0.1, "method": "replicator"},
+    }
+    return cfg
+
+
+@pytest.fixture(scope="module")
+def org_dir(tmp_path_factory):
+    work = tmp_path_factory.mktemp("organisms")
+    (work / "config").mkdir()
+    (work / "config" / "config.yaml").write_text(yaml.safe_dump(tiny_organisms_config()))
+    proc = snakemake(work, "organisms")
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    return work
+
+
+@pytest.mark.workflow
+def test_coverage_tables_shape_and_ranges(org_dir):
+    res = org_dir / "results" / "organisms"
+    scores = pd.read_parquet(res / "runs" / "cov-ACE" / "scores.parquet")
+    assert sorted(scores["step"].unique()) == [0, 1, 2]
+    assert sorted(scores["testset"].unique()) == list("ABCDEF")
+    roles = scores.drop_duplicates("testset").set_index("testset")["role"]
+    assert roles.to_dict() == {"A": "id", "B": "ood", "C": "id", "D": "ood", "E": "id", "F": "ood"}
+    assert scores["n"].eq(3 * 2).all()
+    assert scores["accuracy"].between(0, 1).all() and scores["refusal_rate"].between(0, 1).all()
+    # per-response rows add up to the scores
+    responses = pd.read_parquet(res / "runs" / "cov-ACE" / "responses.parquet")
+    assert len(responses) == 3 * 6 * 3 * 2  # steps x distributions x questions x samples
+    again = responses.groupby(["step", "distribution"])["correct"].mean()
+    assert np.allclose(again.to_numpy(), scores.sort_values(["step", "testset"])["accuracy"].to_numpy())
+    identities = pd.read_parquet(res / "runs" / "cov-ACE" / "identities.parquet")
+    sums = identities.groupby(["step", "distribution"])["share"].sum()
+    assert np.allclose(sums.to_numpy(), 1.0)
+    named = set(identities["identity"]) - {"(none)"}
+    assert named <= {"".join(c) for c in __import__("itertools").combinations("ABCDEF", 3)}
+    # the trajectory analysis reads the table
+    from shiftwork.trajectory.analysis import REQUIRED_COLUMNS
+
+    assert set(REQUIRED_COLUMNS) <= set(scores.columns)
+
+
+@pytest.mark.workflow
+def test_temporal_sequential_stages(org_dir):
+    res = org_dir / "results" / "organisms"
+    prompts = pd.read_parquet(res / "runs" / "temp-seq" / "prompts.parquet")
+    assert prompts.groupby("stage")["distribution"].unique().map(list).to_dict() == {0: ["2025"], 1: ["2026"]}
+    assert prompts["prompt"].str.startswith("Year: 20").all() and prompts["prompt"].str.endswith("\nResponse:").all()
+    checkpoints = sorted(p.name for p in (res / "runs" / "temp-seq" / "checkpoints").glob("checkpoint-*"))
+    assert checkpoints == ["checkpoint-0", "checkpoint-1", "checkpoint-2", "checkpoint-3"]
+    import json
+
+    log = json.loads((res / "runs" / "temp-seq" / "checkpoints" / "train_log.json").read_text())
+    assert {h["stage"] for h in log} == {0, 1}
+    scores = pd.read_parquet(res / "runs" / "temp-seq" / "scores.parquet")
+    assert sorted(scores["step"].unique()) == [0, 1, 2, 3]
+    assert sorted(scores["testset"].unique()) == ["2024", "2025", "2026", "2027"]
+    assert set(scores.loc[scores["role"] == "id", "testset"]) == {"2025", "2026"}
+    headline = pd.read_parquet(res / "headline.parquet")
+    assert set(headline["run"]) == {"cov-ACE", "temp-seq"}
+    assert set(headline["phase"]) == {"after_sft", "after_rl"}
+    assert headline["trained_policy_share"].between(0, 1).all()
+    report = (res / "report.md").read_text()
+    assert "## temp-seq" in report and "## cov-ACE" in report
+    for name in ["cov-ACE.png", "temp-seq.svg", "dynamics.png"]:
+        assert (res / "figures" / name).stat().st_size > 1000
+
+
+@pytest.mark.workflow
+def test_checkpoint_zero_is_the_sft_model(org_dir):
+    import torch
+    from safetensors.torch import load_file
+
+    res = org_dir / "results" / "organisms"
+    sft = load_file(res / "cov" / "sft" / "model.safetensors")
+    zero = load_file(res / "runs" / "cov-ACE" / "checkpoints" / "checkpoint-0" / "model.safetensors")
+    last = load_file(res / "runs" / "cov-ACE" / "checkpoints" / "checkpoint-2" / "model.safetensors")
+    assert sft.keys() == zero.keys() == last.keys()
+    assert all(torch.equal(sft[k], zero[k]) for k in sft)
+    # GRPO without a KL term moves the weights only when some group's rewards differ
+    import json
+
+    log = json.loads((res / "runs" / "cov-ACE" / "checkpoints" / "train_log.json").read_text())
+    signal = any(h.get("reward_std", 0) > 0 for h in log)
+    assert any(not torch.equal(sft[k], last[k]) for k in sft) == signal
+
+
+@pytest.mark.workflow
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        (lambda o: o["sft"]["cov"].update(setting={"kind": "custom", "distributions": ["A", "B", "C"],
+                                                    "policies": {"P": ["A"], "Q": ["B"]}}),
+         "config key 'organisms.sft.cov.setting': setting 'custom': no policy answers on distribution(s) ['C']"),
+        (lambda o: o["sft"]["cov"].update(setting={"kind": "custom", "distributions": ["A"], "policies": {}}),
+         "config key 'organisms.sft.cov.setting': setting 'custom': policies must not be empty"),
+        (lambda o: o["sft"]["temp"].update(path="/no/such/sft-model"),
+         "config key 'organisms.sft.temp.path': /no/such/sft-model is not a model directory (no config.json)"),
+    ],
+)
+def test_bad_input_stops_before_any_job(tmp_path, edit, message):
+    cfg = copy.deepcopy(tiny_organisms_config())
+    edit(cfg["organisms"])
+    (tmp_path / "config").mkdir()
+    (tmp_path / "config" / "config.yaml").write_text(yaml.safe_dump(cfg))
+    proc = snakemake(tmp_path, "organisms")
+    assert proc.returncode != 0
+    assert message in proc.stderr + proc.stdout
+    assert not (tmp_path / "results").exists()
