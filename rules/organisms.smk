@@ -4,59 +4,6 @@
 # second one, and `--cores 2` then runs the two mirror-image RL runs side by side (profiles
 # may raise it with set-threads).
 
-from shiftwork.organisms.steps import trained_distributions
-
-ORGANISMS = config.get("organisms") or {}
-ORGANISM_SFT = ORGANISMS.get("sft") or {}
-ORGANISM_RUNS = ORGANISMS.get("runs") or {}
-
-
-wildcard_constraints:
-    organism="|".join(map(re.escape, ORGANISM_SFT)) or "no-organism",
-    orun="|".join(map(re.escape, ORGANISM_RUNS)) or "no-organism-run",
-
-
-def organism_base_model(wildcards):
-    return f"results/models/{ORGANISM_SFT[wildcards.organism]['model']}"
-
-
-def organism_of(wildcards):
-    return ORGANISM_RUNS[wildcards.orun]["organism"]
-
-
-def organism_sft_model(wildcards):
-    name = organism_of(wildcards)
-    return ORGANISM_SFT[name].get("path", f"results/organisms/{name}/sft")
-
-
-def organism_setting(wildcards):
-    return ORGANISM_SFT[organism_of(wildcards)]["setting"]
-
-
-def organism_rl_settings(wildcards):
-    return {
-        **(ORGANISMS.get("rl") or {}),
-        **(ORGANISM_RUNS[wildcards.orun].get("train") or {}),
-    }
-
-
-def organism_run_info():
-    return {
-        run: {
-            "setting": ORGANISM_SFT[spec["organism"]]["setting"],
-            "trained": trained_distributions(spec["stages"]),
-        }
-        for run, spec in ORGANISM_RUNS.items()
-    }
-
-
-def organism_targets():
-    targets = ["results/organisms/report.md", "results/organisms/headline.parquet"]
-    targets += expand("results/organisms/figures/{orun}.png", orun=ORGANISM_RUNS)
-    if ORGANISMS.get("dynamics"):
-        targets.append("results/organisms/figures/dynamics.png")
-    return targets
-
 
 rule organism_data:
     output:

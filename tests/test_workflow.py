@@ -23,6 +23,7 @@ PROMPTS = [
 def tiny_config(data: Path) -> dict:
     cfg = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
     cfg["models"] = {"smollm2-135m-instruct": cfg["models"]["smollm2-135m-instruct"]}
+    cfg.pop("organisms", None)  # its model is not in this trimmed registry
     cfg["datasets"] = {"tiny": {"source": {"kind": "file", "path": str(data)}, "fields": {"prompt": "prompt", "id": "id"}, "n": 3}}
     st = cfg["stability"]
     st["models"] = ["smollm2-135m-instruct"]
