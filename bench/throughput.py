@@ -4,9 +4,9 @@
 
 On one model, one set of prompts and one set of variants it runs
 
-(a) shiftwork's own ``generate`` and ``probe`` jobs (:func:`shiftwork.stability_steps.generate_responses`
-    and :func:`~shiftwork.stability_steps.probe_responses`, Parquet in and out, each in its own
-    process as the workflow runs them), and
+(a) shiftwork's own ``generate`` job (:func:`shiftwork.stability_steps.generate_and_probe`:
+    responses and probes from the same forward passes, Parquet in and out, in its own process
+    as the workflow runs it), and
 (b) the reference loop of the published method, written here the plain way: for every variant one
     ``model.generate`` call at batch size 1, one forward pass with ``output_hidden_states`` for the
     activation axis, and one teacher-forced forward pass each for the log-probability and for the
@@ -137,30 +137,22 @@ def reference_loop(lm, variants: pd.DataFrame, max_new_tokens: int) -> pd.DataFr
 
 def run_generate(variants_path: str, model_dir: str, work: str, max_new_tokens: int, batch_size: int, dtype: str,
                  threads: int | None) -> dict[str, Any]:
-    from shiftwork.stability_steps import generate_responses
+    """The workflow's generate job: responses and probes, from Parquet to Parquet."""
+    from shiftwork.stability_steps import generate_and_probe
     from shiftwork.tables import read_provenance
 
     gen_path = Path(work) / "generations.parquet"
     start = time.perf_counter()
-    stats = generate_responses(variants_path, model_dir, MODEL, str(gen_path), max_new_tokens=max_new_tokens,
-                               batch_size=batch_size, dtype=dtype, threads=threads)
+    stats = generate_and_probe(variants_path, model_dir, MODEL, str(gen_path), str(Path(work) / "probes.parquet"),
+                               max_new_tokens=max_new_tokens, batch_size=batch_size, dtype=dtype, threads=threads)
     wall = time.perf_counter() - start
     prov = read_provenance(gen_path)
     return {"wall_s": wall, "inference_s": stats["seconds"], "rows": int(stats["rows"]), "tokens": int(stats["tokens"]),
             "device": prov.get("device"), "dtype": str((prov.get("settings") or {}).get("dtype", "")).replace("torch.", "")}
 
 
-def run_probe(model_dir: str, work: str, batch_size: int, dtype: str, threads: int | None) -> dict[str, Any]:
-    from shiftwork.stability_steps import probe_responses
-
-    start = time.perf_counter()
-    stats = probe_responses(str(Path(work) / "generations.parquet"), model_dir, MODEL, str(Path(work) / "probes.parquet"),
-                            batch_size=batch_size, dtype=dtype, threads=threads)
-    return {"wall_s": time.perf_counter() - start, "inference_s": stats["seconds"], "rows": int(stats["rows"])}
-
-
 def pipeline_outputs(work: str) -> pd.DataFrame:
-    """The generate and probe jobs' tables joined per variant."""
+    """The generate job's two tables joined per variant."""
     from shiftwork.tables import read_table
 
     gens = read_table(Path(work) / "generations.parquet")
@@ -171,11 +163,10 @@ def pipeline_outputs(work: str) -> pd.DataFrame:
 
 def run_pipeline(variants_path: str, model_dir: str, work: str, max_new_tokens: int, batch_size: int, dtype: str,
                  threads: int | None) -> tuple[pd.DataFrame, dict[str, Any]]:
-    """(a) in this process: the generate job, then the probe job; their joined outputs and measurements."""
+    """(a) in this process: the generate job; its two tables joined, and its measurements."""
     Path(work).mkdir(parents=True, exist_ok=True)
     gen = run_generate(variants_path, model_dir, work, max_new_tokens, batch_size, dtype, threads)
-    probe = run_probe(model_dir, work, batch_size, dtype, threads)
-    return pipeline_outputs(work), {**gen, "wall_s": gen["wall_s"] + probe["wall_s"]}
+    return pipeline_outputs(work), gen
 
 
 # ---------------------------------------------------------------------------- child processes
@@ -227,8 +218,8 @@ def wait_for_quiet(timeout: float, busy_share: float = 0.1) -> float | None:
 
 def run_child(kind: str, variants_path: str, work: str, model_dir: str, max_new_tokens: int, batch_size: int,
               dtype: str, threads: int) -> dict[str, Any]:
-    """One measurement in this (fresh) process: ``generate`` or ``probe`` (a's two jobs) or
-    ``reference`` (b). Times cover what the step does: for (a) each job's model load and Parquet
+    """One measurement in this (fresh) process: ``generate`` (a, the workflow's job) or
+    ``reference`` (b). Times cover what the step does: for (a) the job's model load and Parquet
     I/O as well, for (b) the loop after loading the model once."""
     import torch
 
@@ -239,8 +230,6 @@ def run_child(kind: str, variants_path: str, work: str, model_dir: str, max_new_
     cpu0 = cpu_seconds()
     if kind == "generate":
         result = run_generate(variants_path, model_dir, work, max_new_tokens, batch_size, dtype, threads)
-    elif kind == "probe":
-        result = run_probe(model_dir, work, batch_size, dtype, threads)
         write_table(pipeline_outputs(work), Path(work) / "outputs.parquet")
     else:
         from shiftwork.models.loading import load_prepared
@@ -287,18 +276,10 @@ def spawn(kind: str, variants_path: Path, work: Path, args: argparse.Namespace) 
 
 
 def measure_pipeline(variants_path: Path, work: Path, args: argparse.Namespace) -> dict[str, Any]:
-    """(a): the generate job and then the probe job, each in its own child process."""
+    """(a): the generate job in a child process."""
     gen = spawn("generate", variants_path, work, args)
-    probe = spawn("probe", variants_path, work, args)
-    return {
-        "wall_s": gen["wall_s"] + probe["wall_s"], "generate_s": gen["wall_s"], "probe_s": probe["wall_s"],
-        "inference_s": gen["inference_s"] + probe["inference_s"], "rows": gen["rows"], "tokens": gen["tokens"],
-        "cpu_s": gen["cpu_s"] + probe["cpu_s"], "threads": gen["threads"], "device": gen["device"], "dtype": gen["dtype"],
-        "peak_rss_mib": max(gen["peak_rss_mib"], probe["peak_rss_mib"]), "generate_peak_rss_mib": gen["peak_rss_mib"],
-        "gpu_peak_mib": max(gen.get("gpu_peak_mib", 0.0), probe.get("gpu_peak_mib", 0.0)) or None,
-        "probe_peak_rss_mib": probe["peak_rss_mib"], "load_1min": gen["load_1min"] + probe["load_1min"],
-        "other_cpu_share": max(gen.get("other_cpu_share", 0.0), probe.get("other_cpu_share", 0.0)),
-    }
+    return {**gen, "generate_peak_rss_mib": gen["peak_rss_mib"],
+            "gpu_peak_mib": gen.get("gpu_peak_mib") or None}
 
 
 # ---------------------------------------------------------------------------- comparison and report
@@ -397,10 +378,9 @@ def scaling_points(args: argparse.Namespace, config: dict, work: Path) -> tuple[
         run = measure_pipeline(path, work / f"pipeline_{scale}x", args)
         runs.append(run)
         points.append({"scale": scale, "rows": run["rows"], "wall_s": round(run["wall_s"], 2),
-                       "generate_s": round(run["generate_s"], 2), "probe_s": round(run["probe_s"], 2),
+                       "inference_s": round(run["inference_s"], 2),
                        "generate_peak_rss_mib": round(run["generate_peak_rss_mib"], 1),
-                       "probe_peak_rss_mib": round(run["probe_peak_rss_mib"], 1),
-                       "other_cpu_share": run["other_cpu_share"]})
+                       "other_cpu_share": run.get("other_cpu_share", 0.0)})
         print(f"scale {scale}x: {run['rows']} rows, {run['wall_s']:.1f} s, generate peak "
               f"{run['generate_peak_rss_mib']:.0f} MiB", file=sys.stderr, flush=True)
     base = min(points, key=lambda p: p["scale"])
@@ -484,7 +464,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 def child_main(argv: Sequence[str]) -> None:
     p = argparse.ArgumentParser()
-    p.add_argument("kind", choices=["generate", "probe", "reference"])
+    p.add_argument("kind", choices=["generate", "reference"])
     p.add_argument("variants")
     p.add_argument("work")
     p.add_argument("report")

@@ -1,9 +1,11 @@
+# Responses and probes come from the same forward passes (shiftwork.inference.respond).
 rule generate:
     input:
         variants="results/stability/filtered/{dataset}.parquet",
         model="results/models/{model}",
     output:
         generations="results/stability/generations/{model}/{dataset}.parquet",
+        probes="results/stability/probes/{model}/{dataset}.parquet",
     log:
         "logs/generate/{model}/{dataset}.log",
     benchmark:
@@ -19,15 +21,18 @@ rule generate:
         max_new_tokens=GENERATION["max_new_tokens"],
         batch_size=model_batch_size,
         dtype=model_dtype,
+        store_hidden=PROBE["store_hidden"],
     script:
         "../scripts/generate.py"
 
 
 # A dataset of more than stability.shard_size prompts: one generate job per shard of its
-# prompts, merged into the same table that `generate` writes for a whole dataset.
+# prompts (each shard holds its prompts' baselines), merged into the same tables that
+# `generate` writes for a whole dataset.
 use rule generate as generate_shard with:
     output:
         generations="results/stability/generations/{model}/{dataset}/shard-{shard}.parquet",
+        probes="results/stability/probes/{model}/{dataset}/shard-{shard}.parquet",
     log:
         "logs/generate/{model}/{dataset}/shard-{shard}.log",
     benchmark:
@@ -39,6 +44,7 @@ use rule generate as generate_shard with:
         max_new_tokens=GENERATION["max_new_tokens"],
         batch_size=model_batch_size,
         dtype=model_dtype,
+        store_hidden=PROBE["store_hidden"],
         shard=shard_index,
         n_shards=shard_count,
 
@@ -56,47 +62,6 @@ rule merge_generations:
         "../envs/shiftwork.yaml"
     script:
         "../scripts/merge_shards.py"
-
-
-rule probe:
-    input:
-        generations="results/stability/generations/{model}/{dataset}.parquet",
-        model="results/models/{model}",
-    output:
-        probes="results/stability/probes/{model}/{dataset}.parquet",
-    log:
-        "logs/probe/{model}/{dataset}.log",
-    benchmark:
-        "benchmarks/probe/{model}/{dataset}.tsv"
-    wildcard_constraints:
-        dataset=datasets_pattern(sharded=False),
-    conda:
-        "../envs/shiftwork.yaml"
-    threads: 2
-    resources:
-        gpu=1,
-    params:
-        batch_size=model_batch_size,
-        dtype=model_dtype,
-        store_hidden=PROBE["store_hidden"],
-    script:
-        "../scripts/probe.py"
-
-
-# Each shard's baselines are in the shard (shards split by prompt), so a shard probes alone.
-use rule probe as probe_shard with:
-    input:
-        generations="results/stability/generations/{model}/{dataset}/shard-{shard}.parquet",
-        model="results/models/{model}",
-    output:
-        probes="results/stability/probes/{model}/{dataset}/shard-{shard}.parquet",
-    log:
-        "logs/probe/{model}/{dataset}/shard-{shard}.log",
-    benchmark:
-        "benchmarks/probe/{model}/{dataset}/shard-{shard}.tsv"
-    wildcard_constraints:
-        dataset=datasets_pattern(sharded=True),
-        shard=r"\d+",
 
 
 rule merge_probes:

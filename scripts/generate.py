@@ -7,16 +7,18 @@ from shiftwork.logs import log_to
 
 # the claim sets CUDA_VISIBLE_DEVICES, which CUDA reads once: import the step after it
 with log_to(snakemake.log[0]), claim_gpu():
-    from shiftwork.stability_steps import generate_responses
+    from shiftwork.stability_steps import generate_and_probe
 
-    generate_responses(
+    generate_and_probe(
         snakemake.input.variants,
         snakemake.input.model,
         snakemake.wildcards.model,
         snakemake.output.generations,
+        snakemake.output.probes,
         max_new_tokens=snakemake.params.max_new_tokens,
         batch_size=snakemake.params.batch_size,
         dtype=snakemake.params.dtype,
+        store_hidden=snakemake.params.store_hidden,
         threads=snakemake.threads,
         shard=snakemake.params.get("shard", 0),
         n_shards=snakemake.params.get("n_shards", 1),

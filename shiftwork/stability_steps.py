@@ -1,4 +1,4 @@
-"""The inference steps of the stability study: generate and probe, one model x dataset per job."""
+"""The inference step of the stability study: generate and probe, one model x dataset (or shard) per job."""
 
 from __future__ import annotations
 
@@ -9,8 +9,7 @@ import numpy as np
 import pandas as pd
 
 from .inference.formatting import model_input
-from .inference.generation import generate_batches
-from .inference.probe import layer_cosines, probe_batches
+from .inference.probe import layer_cosines
 from .device import set_threads
 from .logs import LOGGER
 from .models.loading import load_prepared
@@ -82,125 +81,109 @@ def merge_shards(shard_paths: list[str], out: str, keys: list[str] = KEYS) -> in
     return len(merged)
 
 
-def generate_responses(
+def baseline_rows(variants: pd.DataFrame, source: str) -> pd.Series:
+    """The index of each prompt's baseline row, by prompt id; fails naming the prompts that have
+    no baseline row or more than one."""
+    base = variants[variants["family"] == "baseline"]
+    dup = base["prompt_id"].duplicated()
+    if dup.any():
+        raise ValueError(f"{source}: more than one baseline row for prompts {sorted(set(base.loc[dup, 'prompt_id']))}")
+    missing = sorted(set(variants["prompt_id"]) - set(base["prompt_id"]))
+    if missing:
+        raise ValueError(f"{source}: no baseline row for prompts {missing}")
+    return pd.Series(base.index, index=base["prompt_id"])
+
+
+def generate_and_probe(
     filtered_path: str,
     model_dir: str,
     model_name: str,
-    out: str,
+    out_generations: str,
+    out_probes: str,
     max_new_tokens: int,
-    batch_size: int,
-    dtype: str = "auto",
-    threads: int | None = None,
-    shard: int = 0,
-    n_shards: int = 1,
-) -> dict[str, Any]:
-    """Greedy responses to the baseline and every kept variant, streamed to ``out`` per batch.
-    Identical model inputs are generated once. With ``n_shards`` > 1, only the prompts of
-    shard ``shard`` (see :func:`shard_rows`)."""
-    variants = read_table(filtered_path, ["dataset", "prompt_id", "variant_id", "text"] + VARIANT_META)
-    variants = shard_rows(variants, shard, n_shards).reset_index(drop=True)
-    set_threads(threads)
-    lm = load_prepared(model_dir, dtype)
-    where = f", shard {shard} of {n_shards}" if n_shards > 1 else ""
-    LOGGER.info("generate: %s on %s (%s), %d rows%s", model_name, lm.device, lm.dtype, len(variants), where)
-    inputs = [model_input(lm.tokenizer, t, lm.chat) for t in variants["text"]]
-    variants = variants.assign(model=model_name, model_input=inputs)
-    unique = list(dict.fromkeys(inputs))
-    rows_of: dict[str, list[int]] = {}
-    for i, x in enumerate(inputs):
-        rows_of.setdefault(x, []).append(i)
-    settings = {"max_new_tokens": max_new_tokens, "batch_size": batch_size, "dtype": str(lm.dtype)}
-    extra = {"device": str(lm.device)} | ({"shard": shard, "n_shards": n_shards} if n_shards > 1 else {})
-    prov = make_provenance("generate", settings, model=model_name, weight_digest=lm.info["weight_digest"], extra=extra)
-    columns = KEYS + VARIANT_META + ["text", "model_input", "response", "n_tokens", "stopped"]
-    start = time.perf_counter()
-    n_tokens = 0
-    with TableWriter(out, prov) as writer:
-        for batch in generate_batches(lm, unique, max_new_tokens, batch_size):
-            parts = []
-            for g in batch:
-                idx = rows_of[unique[g.index]]
-                part = variants.iloc[idx].assign(response=g.response, n_tokens=g.n_tokens, stopped=g.stopped)
-                parts.append(part)
-                n_tokens += g.n_tokens
-            writer.write(pd.concat(parts)[columns])
-        if not unique:  # e.g. a shard whose prompts the gate all dropped: keep the columns
-            writer.write(pd.DataFrame(columns=columns))
-    return _throughput("generate", len(variants), len(unique), n_tokens, time.perf_counter() - start)
-
-
-def probe_responses(
-    generations_path: str,
-    model_dir: str,
-    model_name: str,
-    out: str,
     batch_size: int,
     dtype: str = "auto",
     store_hidden: bool = False,
     threads: int | None = None,
+    shard: int = 0,
+    n_shards: int = 1,
 ) -> dict[str, Any]:
-    """Probe every variant with its prompt's baseline response r_0 (see :mod:`shiftwork.inference.probe`).
+    """Greedy responses to the baseline and every kept variant (``out_generations``) and the probe
+    of each with its prompt's baseline response r_0 (``out_probes``), from the same forward
+    passes (see :mod:`shiftwork.inference.respond`), both streamed to disk per batch.
 
-    Baseline inputs run first and their last-token states are kept; each variant's per-layer
-    cosine to its baseline is computed as soon as its batch is done, so memory does not grow
-    with the number of variants. Identical (input, r_0) pairs are computed once; a variant
-    whose input equals its baseline's gets cosine exactly 1."""
-    gens = read_table(generations_path, KEYS + ["family", "model_input", "response"])
-    base = gens[gens["family"] == "baseline"].set_index("prompt_id")
-    if base.index.duplicated().any():
-        raise ValueError(f"{generations_path}: more than one baseline row for prompts {sorted(base.index[base.index.duplicated()])}")
-    missing = sorted(set(gens["prompt_id"]) - set(base.index))
-    if missing:
-        raise ValueError(f"{generations_path}: no baseline row for prompts {missing}")
-    gens = gens.assign(r0=gens["prompt_id"].map(base["response"]), base_input=gens["prompt_id"].map(base["model_input"]))
+    Baselines run first: their responses are the r_0 the variants are probed with, and their
+    last-token states the reference of each variant's per-layer cosine. Rows with the same
+    model input and the same baseline are computed once; a variant whose input equals its
+    baseline's shares the baseline's results, cosine exactly 1. With ``n_shards`` > 1, only the
+    prompts of shard ``shard`` (see :func:`shard_rows`)."""
+    from .inference.respond import answer_batches
+
+    variants = read_table(filtered_path, ["dataset", "prompt_id", "variant_id", "text"] + VARIANT_META)
+    variants = shard_rows(variants, shard, n_shards).reset_index(drop=True)
+    base_row = variants["prompt_id"].map(baseline_rows(variants, filtered_path))
     set_threads(threads)
     lm = load_prepared(model_dir, dtype)
-    keys = list(zip(gens["model_input"], gens["r0"]))
-    base_keys = list(dict.fromkeys(zip(base["model_input"], base["response"])))
-    other_keys = [k for k in dict.fromkeys(keys) if k not in set(base_keys)]
+    where = f", shard {shard} of {n_shards}" if n_shards > 1 else ""
+    LOGGER.info("generate and probe: %s on %s (%s), %d rows%s", model_name, lm.device, lm.dtype, len(variants), where)
+    inputs = pd.Series([model_input(lm.tokenizer, t, lm.chat) for t in variants["text"]], dtype=object)
+    variants = variants.assign(model=model_name, model_input=inputs, base_input=inputs[base_row].to_numpy())
     rows_of: dict[tuple[str, str], list[int]] = {}
-    for i, k in enumerate(keys):
-        rows_of.setdefault(k, []).append(i)
-    prov = make_provenance("probe", {"batch_size": batch_size, "dtype": str(lm.dtype), "store_hidden": store_hidden},
-                           model=model_name, weight_digest=lm.info["weight_digest"], extra={"device": str(lm.device)})
+    for i, key in enumerate(zip(variants["model_input"], variants["base_input"])):
+        rows_of.setdefault(key, []).append(i)
+    base_keys = [k for k in rows_of if k[0] == k[1]]
+    other_keys = [k for k in rows_of if k[0] != k[1]]
+
+    extra = {"device": str(lm.device)} | ({"shard": shard, "n_shards": n_shards} if n_shards > 1 else {})
+    common = {"model": model_name, "weight_digest": lm.info["weight_digest"], "extra": extra}
+    gen_prov = make_provenance("generate", {"max_new_tokens": max_new_tokens, "batch_size": batch_size,
+                                            "dtype": str(lm.dtype)}, **common)
+    probe_prov = make_provenance("probe", {"batch_size": batch_size, "dtype": str(lm.dtype), "store_hidden": store_hidden},
+                                 **common)
+    gen_columns = KEYS + VARIANT_META + ["text", "model_input", "response", "n_tokens", "stopped"]
+    probe_columns = KEYS + ["logprob", "entropy", "n_response_tokens", "act_cos", "act_cos_layers"]
+    probe_columns += ["hidden_last"] if store_hidden else []
+    r0: dict[str, str] = {}
     base_hidden: dict[str, np.ndarray] = {}
     start = time.perf_counter()
     n_tokens = 0
 
-    def rows_for(keys_batch, results) -> pd.DataFrame:
-        recs = []
-        for r in results:
-            key = keys_batch[r.index]
-            for i in rows_of[key]:
-                row = gens.iloc[i]
-                same_as_base = row["model_input"] == row["base_input"]
-                if same_as_base:
-                    cos = np.ones(r.last_hidden.shape[0])
-                else:
-                    cos = layer_cosines(r.last_hidden, base_hidden[row["prompt_id"]])
-                rec = {k: row[k] for k in KEYS}
-                rec.update(logprob=r.logprob, entropy=r.entropy, n_response_tokens=r.n_response_tokens,
+    def tables(keys, answers) -> tuple[pd.DataFrame, pd.DataFrame]:
+        gen_parts, probe_recs = [], []
+        for a in answers:
+            key = keys[a.generation.index]
+            idx = rows_of[key]
+            gen_parts.append(variants.iloc[idx].assign(response=a.generation.response, n_tokens=a.generation.n_tokens,
+                                                       stopped=a.generation.stopped))
+            hidden = a.probe.last_hidden
+            cos = np.ones(hidden.shape[0]) if key[0] == key[1] else layer_cosines(hidden, base_hidden[key[1]])
+            for i in idx:
+                rec = {k: variants.at[i, k] for k in KEYS}
+                rec.update(logprob=a.probe.logprob, entropy=a.probe.entropy, n_response_tokens=a.probe.n_response_tokens,
                            act_cos=float(cos.mean()), act_cos_layers=cos.tolist())
                 if store_hidden:
-                    rec["hidden_last"] = r.last_hidden.tolist()
-                recs.append(rec)
-        return pd.DataFrame(recs)
+                    rec["hidden_last"] = hidden.tolist()
+                probe_recs.append(rec)
+        return pd.concat(gen_parts)[gen_columns], pd.DataFrame(probe_recs, columns=probe_columns)
 
-    with TableWriter(out, prov) as writer:
-        for phase_keys in (base_keys, other_keys):
-            if not phase_keys:
+    with TableWriter(out_generations, gen_prov) as gen_writer, TableWriter(out_probes, probe_prov) as probe_writer:
+        for keys in (base_keys, other_keys):
+            if not keys:
                 continue
-            inputs = [k[0] for k in phase_keys]
-            responses = [k[1] for k in phase_keys]
-            for results in probe_batches(lm, inputs, responses, batch_size):
-                if phase_keys is base_keys:
-                    for r in results:
-                        for i in rows_of[phase_keys[r.index]]:
-                            if gens.iloc[i]["family"] == "baseline":
-                                base_hidden[gens.iloc[i]["prompt_id"]] = r.last_hidden
-                n_tokens += sum(r.n_response_tokens for r in results)
-                writer.write(rows_for(phase_keys, results))
-    return _throughput("probe", len(gens), len(base_keys) + len(other_keys), n_tokens, time.perf_counter() - start)
+            references = None if keys is base_keys else [r0[k[1]] for k in keys]
+            for answers in answer_batches(lm, [k[0] for k in keys], max_new_tokens, batch_size, references):
+                if keys is base_keys:
+                    for a in answers:
+                        r0[keys[a.generation.index][0]] = a.generation.response
+                        base_hidden[keys[a.generation.index][0]] = a.probe.last_hidden
+                n_tokens += sum(a.generation.n_tokens for a in answers)
+                gens, probes = tables(keys, answers)
+                gen_writer.write(gens)
+                probe_writer.write(probes)
+        if not rows_of:  # e.g. a shard whose prompts the gate all dropped: keep the columns
+            gen_writer.write(pd.DataFrame(columns=gen_columns))
+            probe_writer.write(pd.DataFrame(columns=probe_columns))
+    return _throughput("generate and probe", len(variants), len(rows_of), n_tokens, time.perf_counter() - start)
 
 
 def score_deltas(generations_path: str, probes_path: str, encoder_name: str, encoder_spec: Mapping[str, Any],

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from shiftwork.inference import generation
+from shiftwork.inference import generation, respond
 from shiftwork.inference.batching import generation_row_bytes, plan_batch_size
 from shiftwork.inference.formatting import model_input
 from shiftwork.inference.generation import generate_all, length_sorted_batches
@@ -121,3 +121,48 @@ def test_greedy_loop_equals_transformers_generate(lm, monkeypatch):
     theirs = generate_all(lm, inputs, max_new_tokens=20, batch_size=5)
     assert [(g.response, g.n_tokens, g.stopped) for g in ours] == [(g.response, g.n_tokens, g.stopped) for g in theirs]
     assert any(g.stopped for g in ours) and not all(g.stopped for g in ours)
+
+
+def _separately(lm, inputs, max_new_tokens, references=None):
+    """Each input alone: its greedy response, then the probe of its reference (or of that response)."""
+    out = []
+    for i, x in enumerate(inputs):
+        (g,) = generate_all(lm, [x], max_new_tokens=max_new_tokens, batch_size=1)
+        r = g.response if references is None else references[i]
+        (p,) = next(probe_batches(lm, [x], [r], batch_size=1))
+        out.append((g, p))
+    return out
+
+
+def _assert_answers_match(answers, expected):
+    assert sorted(answers) == list(range(len(expected)))
+    for i, (g, p) in enumerate(expected):
+        a = answers[i]
+        assert (a.generation.response, a.generation.n_tokens, a.generation.stopped) == (g.response, g.n_tokens, g.stopped)
+        assert a.probe.n_response_tokens == p.n_response_tokens
+        assert a.probe.logprob == pytest.approx(p.logprob, abs=1e-3)
+        assert a.probe.entropy == pytest.approx(p.entropy, abs=1e-4)
+        assert np.allclose(a.probe.last_hidden, p.last_hidden, atol=1e-4)
+
+
+@pytest.mark.model
+@pytest.mark.parametrize("fast", [True, False])
+def test_answers_equal_generating_and_probing_each_input_alone(lm, monkeypatch, fast):
+    """Chunks of 2 rows stacked into decoding groups of 3 (and the transformers fallback) against
+    one input at a time; references include an empty one."""
+    monkeypatch.setattr(respond, "MIN_DECODE_ROWS", 3)
+    if not fast:
+        monkeypatch.setattr(respond, "fast_path", lambda model: False)
+    inputs = [model_input(lm.tokenizer, p, lm.chat) for p in PROMPTS]
+    answers = {a.generation.index: a for batch in respond.answer_batches(lm, inputs, 12, 2, RESPONSES) for a in batch}
+    _assert_answers_match(answers, _separately(lm, inputs, 12, RESPONSES))
+    assert answers[3].probe.n_response_tokens == 0 and answers[3].probe.logprob == 0.0
+
+
+@pytest.mark.model
+def test_answers_without_references_probe_their_own_response(lm, monkeypatch):
+    monkeypatch.setattr(respond, "MIN_DECODE_ROWS", 4)
+    inputs = [model_input(lm.tokenizer, p, lm.chat) for p in PROMPTS[:4]]
+    answers = {a.generation.index: a for batch in respond.answer_batches(lm, inputs, 10, 3) for a in batch}
+    _assert_answers_match(answers, _separately(lm, inputs, 10))
+    assert all(a.probe.n_response_tokens > 0 for a in answers.values())

@@ -47,8 +47,8 @@ def test_paper_gpu_jobs():
     for block in blocks:
         lines = block.strip().splitlines()
         rule = next((l.split()[-1].rstrip(":") for l in lines if l.startswith(("rule ", "localrule "))), None)
-        if rule in ("generate", "probe", "finetune", "evaluate"):
+        if rule in ("generate", "finetune", "evaluate"):
             assert any("gpu=1" in l for l in lines), block
             counts[rule] = counts.get(rule, 0) + 1
     # 8 models x 6 datasets; 6 trajectory runs, 13 checkpoints each
-    assert counts == {"generate": 48, "probe": 48, "finetune": 6, "evaluate": 78}
+    assert counts == {"generate": 48, "finetune": 6, "evaluate": 78}

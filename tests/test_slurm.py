@@ -6,7 +6,7 @@ missing; .ci/slurm/down.sh takes it down by the daemons' pid files. The tests ar
 with a warning in pytest's summary, only where SLURM cannot be installed (not root, no
 apt-get); any other failure to bring the cluster up fails them.
 
-A tiny stability config (SmolLM2, three prompts, generate and probe in two shards) runs
+A tiny stability config (SmolLM2, three prompts, generate in two shards) runs
 twice: first with the model's config.json broken, so the generate jobs fail after the
 upstream jobs have succeeded, then repaired, so the rerun completes the workflow. Meanwhile
 the same config runs locally, and the results must agree.
@@ -38,7 +38,7 @@ CLUSTER_ENV = {"SHIFTWORK_SLURM_DIR": str(CLUSTER_DIR), "SHIFTWORK_SLURM_PORT": 
 DAEMONS = {"munged": "run/munged.pid", "mariadbd": "db/mariadbd.pid", "slurmdbd": "run/slurmdbd.pid",
            "slurmctld": "run/slurmctld.pid", "slurmd": "run/slurmd.pid"}
 GPU_RULES = {"rewrite_prompts", "estimate_gate_baseline", "filter_variants", "generate", "generate_shard",
-             "probe", "probe_shard", "score_axes"}
+             "score_axes"}
 SUBMITTED = re.compile(r"Job \d+ has been submitted with SLURM jobid (\d+) \(log: .*?/rule_(\w+)/")
 
 pytestmark = [pytest.mark.slurm, pytest.mark.workflow]

@@ -24,6 +24,7 @@ import torch
 from ..models.loading import LoadedModel
 from .batching import generation_row_bytes, plan_batch_size
 from .formatting import adds_special_tokens, trim_response
+from .kvcache import new_cache
 from .prefix import Prefix, cache_argument, shared_prefix
 
 
@@ -66,7 +67,7 @@ def fast_path(model) -> bool:
     return {"position_ids", "logits_to_keep"} <= set(params) and ("cache" in params or "past_key_values" in params)
 
 
-def _left_pad(tails: Sequence[Sequence[int]], prefix_len: int, pad_id: int, device) -> tuple[torch.Tensor, ...]:
+def left_pad(tails: Sequence[Sequence[int]], prefix_len: int, pad_id: int, device) -> tuple[torch.Tensor, ...]:
     """(input ids, attention mask over prefix and tails, position ids of the tails) for rows
     left-padded between the shared prefix and their own tokens."""
     width = max(len(t) for t in tails)
@@ -80,34 +81,31 @@ def _left_pad(tails: Sequence[Sequence[int]], prefix_len: int, pad_id: int, devi
     return ids.to(device), mask.to(device), positions.to(device)
 
 
-def greedy_batch(
+def start_cache(model, prefix: Prefix | None, n: int, room: int):
+    """A key/value cache for ``n`` rows, ``prefix``'s or an empty one, with room to grow by ``room`` tokens."""
+    if prefix is not None:
+        return prefix.cache(n, room)
+    return new_cache(model.config, room)
+
+
+def greedy_decode(
     model,
-    rows: Sequence[Sequence[int]],
-    prefix: Prefix | None,
+    cache,
+    logits: torch.Tensor,
+    mask: torch.Tensor,
+    next_pos: torch.Tensor,
     max_new_tokens: int,
     eos: torch.Tensor,
     pad_id: int,
 ) -> torch.Tensor:
-    """Greedy continuations of ``rows`` (token ids, each starting with ``prefix``'s tokens):
-    a (rows, max_new_tokens) tensor on the CPU, ``pad_id`` after a row's end-of-sequence token."""
-    device = eos.device
-    p = prefix.length if prefix is not None else 0
-    n = len(rows)
-    new = torch.full((n, max_new_tokens), pad_id, dtype=torch.long, device=device)
-    if max_new_tokens < 1:
-        return new.cpu()
-    ids, mask, positions = _left_pad([r[p:] for r in rows], p, pad_id, device)
-    if prefix is not None:
-        cache = prefix.cache(n)
-    else:
-        from transformers import DynamicCache
-
-        cache = DynamicCache(config=model.config)
+    """Greedy continuation of a batch whose inputs are already in ``cache``: ``logits`` are the
+    last input position's, ``mask`` the attention mask so far and ``next_pos`` (rows, 1) the
+    position of each row's first new token. A (rows, max_new_tokens) tensor on the CPU,
+    ``pad_id`` after a row's end-of-sequence token. ``cache`` is consumed."""
+    n = logits.shape[0]
+    new = torch.full((n, max_new_tokens), pad_id, dtype=torch.long, device=logits.device)
     cache_kw = {cache_argument(model): cache}
-    live = torch.arange(n, device=device)  # the rows still running, as indices into ``rows``
-    next_pos = positions[:, -1:] + 1
-    logits = model(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True,
-                   logits_to_keep=1, **cache_kw).logits[:, -1]
+    live = torch.arange(n, device=logits.device)  # the rows still running, as indices into the batch
     for step in range(max_new_tokens):
         token = logits.argmax(-1)
         new[live, step] = token
@@ -127,8 +125,29 @@ def greedy_batch(
     return new.cpu()
 
 
+def greedy_batch(
+    model,
+    rows: Sequence[Sequence[int]],
+    prefix: Prefix | None,
+    max_new_tokens: int,
+    eos: torch.Tensor,
+    pad_id: int,
+) -> torch.Tensor:
+    """Greedy continuations of ``rows`` (token ids, each starting with ``prefix``'s tokens):
+    a (rows, max_new_tokens) tensor on the CPU, ``pad_id`` after a row's end-of-sequence token."""
+    device = eos.device
+    p = prefix.length if prefix is not None else 0
+    if max_new_tokens < 1:
+        return torch.full((len(rows), 0), pad_id, dtype=torch.long)
+    ids, mask, positions = left_pad([r[p:] for r in rows], p, pad_id, device)
+    cache = start_cache(model, prefix, len(rows), ids.shape[1] + max_new_tokens)
+    logits = model(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True,
+                   logits_to_keep=1, **{cache_argument(model): cache}).logits[:, -1]
+    return greedy_decode(model, cache, logits, mask, positions[:, -1:] + 1, max_new_tokens, eos, pad_id)
+
+
 def _hf_generate(lm: LoadedModel, rows: Sequence[Sequence[int]], max_new_tokens: int, eos: set[int], pad_id: int):
-    ids, mask, _ = _left_pad(rows, 0, pad_id, lm.device)
+    ids, mask, _ = left_pad(rows, 0, pad_id, lm.device)
     out = lm.model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=max_new_tokens, do_sample=False,
                             num_beams=1, pad_token_id=pad_id, eos_token_id=sorted(eos), temperature=None,
                             top_p=None, top_k=None)
@@ -138,12 +157,27 @@ def _hf_generate(lm: LoadedModel, rows: Sequence[Sequence[int]], max_new_tokens:
     return new
 
 
-def _ends(new: torch.Tensor, eos: set[int]) -> tuple[list[int], list[bool]]:
+def response_ends(new: torch.Tensor, eos: set[int]) -> tuple[list[int], list[bool]]:
     """Per row: tokens before the first end-of-sequence token, and whether there was one."""
     is_eos = torch.isin(new, torch.tensor(sorted(eos), dtype=new.dtype))
     stopped = is_eos.any(dim=1)
     first = torch.where(stopped, is_eos.int().argmax(dim=1), torch.full_like(stopped, new.shape[1], dtype=torch.long))
     return first.tolist(), stopped.tolist()
+
+
+def responses(lm: LoadedModel, new: torch.Tensor, indices: Sequence[int], eos: set[int]) -> list[Generation]:
+    """The responses in a batch of new tokens (``greedy_batch``'s output): each row's text up to its
+    first end-of-sequence token, trimmed of chat markup, with its token count."""
+    tok = lm.tokenizer
+    ends, stopped = response_ends(new, eos)
+    out = []
+    for row, idx, n, done in zip(new.tolist(), indices, ends, stopped):
+        text = tok.decode(row[:n], skip_special_tokens=True)
+        trimmed = trim_response(text, lm.chat)
+        if trimmed != text.strip():
+            n = len(tok(trimmed, add_special_tokens=False).input_ids)
+        out.append(Generation(int(idx), trimmed, n, bool(done)))
+    return out
 
 
 def generate_batches(
@@ -171,15 +205,7 @@ def generate_batches(
                 new = greedy_batch(lm.model, rows, prefix, max_new_tokens, eos_dev, pad_id)
             else:
                 new = _hf_generate(lm, rows, max_new_tokens, eos, pad_id)
-        ends, stopped = _ends(new, eos)
-        results = []
-        for row, idx, n, done in zip(new.tolist(), batch, ends, stopped):
-            text = tok.decode(row[:n], skip_special_tokens=True)
-            trimmed = trim_response(text, lm.chat)
-            if trimmed != text.strip():
-                n = len(tok(trimmed, add_special_tokens=False).input_ids)
-            results.append(Generation(int(idx), trimmed, n, bool(done)))
-        yield results
+        yield responses(lm, new, batch, eos)
 
 
 def generate_all(lm: LoadedModel, inputs: Sequence[str], max_new_tokens: int, batch_size: int) -> list[Generation]:

@@ -16,6 +16,8 @@ from typing import Any, Sequence
 
 import torch
 
+from .kvcache import cache_holding, plain_attention
+
 
 def common_prefix_length(seqs: Sequence[Sequence[int]], keep: int = 1) -> int:
     """Length of the longest token prefix all ``seqs`` share, leaving at least ``keep`` tokens
@@ -51,27 +53,10 @@ class Prefix:
     def length(self) -> int:
         return len(self.tokens)
 
-    def cache(self, batch: int):
-        """A fresh cache holding the prefix for ``batch`` rows (views, not copies: each layer's
-        first update concatenates into new tensors)."""
-        from transformers import DynamicCache
-
-        cache = DynamicCache(config=self.config)
-        for i, (k, v) in enumerate(self.states):
-            cache.layers[i].update(k.expand(batch, -1, -1, -1), v.expand(batch, -1, -1, -1))
-        return cache
-
-
-def _plain_attention(cache: Any, total_length: int) -> bool:
-    from transformers.cache_utils import DynamicLayer, DynamicSlidingWindowLayer
-
-    for layer in getattr(cache, "layers", []):
-        if type(layer) is DynamicSlidingWindowLayer:
-            if getattr(layer, "sliding_window", 0) <= total_length:  # it keeps window - 1 tokens
-                return False
-        elif type(layer) is not DynamicLayer:
-            return False
-    return bool(getattr(cache, "layers", None))
+    def cache(self, batch: int, room: int = 0):
+        """A fresh cache holding the prefix for ``batch`` rows, with room for ``room`` more tokens."""
+        return cache_holding([(k.expand(batch, -1, -1, -1), v.expand(batch, -1, -1, -1)) for k, v in self.states],
+                             self.config, room)
 
 
 def shared_prefix(backbone: Any, seqs: Sequence[Sequence[int]], max_total_length: int, min_length: int = 4) -> Prefix | None:
@@ -90,7 +75,7 @@ def shared_prefix(backbone: Any, seqs: Sequence[Sequence[int]], max_total_length
     with torch.inference_mode():
         backbone(input_ids=ids, attention_mask=torch.ones_like(ids), position_ids=torch.arange(n, device=device)[None],
                  use_cache=True, **{cache_argument(backbone): cache})
-    if not _plain_attention(cache, max_total_length):
+    if not plain_attention(cache, max_total_length):
         return None
     states = [(layer.keys, layer.values) for layer in cache.layers]
     if any(k is None or k.shape[-2] != n for k, _ in states):
