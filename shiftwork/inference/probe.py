@@ -44,11 +44,15 @@ def encode_pairs(lm: LoadedModel, inputs: Sequence[str], responses: Sequence[str
     """Token ids of input followed by response, and the number of input tokens."""
     if not inputs:
         return []
-    tok = lm.tokenizer
-    x_ids = tok(list(inputs), add_special_tokens=adds_special_tokens(lm.chat)).input_ids
-    nonempty = [r for r in responses if r]
-    r_of = dict(zip(nonempty, tok(nonempty, add_special_tokens=False).input_ids)) if nonempty else {}
-    return [(list(x) + list(r_of.get(r, [])), len(x)) for x, r in zip(x_ids, responses)]
+    x_ids = lm.tokenizer(list(inputs), add_special_tokens=adds_special_tokens(lm.chat)).input_ids
+    return [(list(x) + r, len(x)) for x, r in zip(x_ids, response_ids(lm, responses))]
+
+
+def response_ids(lm: LoadedModel, texts: Sequence[str]) -> list[list[int]]:
+    """Token ids of each response text, without special tokens (an empty text has none)."""
+    nonempty = [t for t in texts if t]
+    ids = dict(zip(nonempty, lm.tokenizer(nonempty, add_special_tokens=False).input_ids)) if nonempty else {}
+    return [list(ids.get(t, [])) for t in texts]
 
 
 def _head(lm: LoadedModel, hidden: torch.Tensor) -> torch.Tensor:

@@ -43,7 +43,7 @@ from .generation import (
 )
 from .kvcache import new_cache, plain_attention, stack_caches
 from .prefix import Prefix, cache_argument, shared_prefix
-from .probe import ProbeResult, probe_batches, response_scores
+from .probe import ProbeResult, probe_batches, response_ids, response_scores
 
 
 # Rows decoded together at least, on a CPU (SmolLM2-135M, 2 threads: 7.6 ms per row and step at
@@ -55,12 +55,6 @@ MIN_DECODE_ROWS = 128
 class Answer:
     generation: Generation
     probe: ProbeResult
-
-
-def _token_ids(lm: LoadedModel, texts: Sequence[str]) -> list[list[int]]:
-    nonempty = [t for t in texts if t]
-    ids = dict(zip(nonempty, lm.tokenizer(nonempty, add_special_tokens=False).input_ids)) if nonempty else {}
-    return [list(ids.get(t, [])) for t in texts]
 
 
 def _scores(lm: LoadedModel, body, cache, first: torch.Tensor, mask: torch.Tensor, next_pos: torch.Tensor,
@@ -144,13 +138,13 @@ def _decode(lm: LoadedModel, chunks: Sequence[_Chunk], prefix_len: int, max_new_
 
 def _answer_group(lm: LoadedModel, body, encoded, group, chunk_size: int, prefix: Prefix | None,
                   references: Sequence[str] | None, max_new_tokens: int, eos: set[int], pad_id: int) -> list[Answer]:
-    known = None if references is None else _token_ids(lm, [references[i] for i in group])
+    known = None if references is None else response_ids(lm, [references[i] for i in group])
     room = max([max_new_tokens] + [len(r) for r in known or []])
     chunks = [_run_inputs(lm, body, [encoded[i] for i in group[k : k + chunk_size]], group[k : k + chunk_size], prefix,
                           pad_id, room) for k in range(0, len(group), chunk_size)]
     p = prefix.length if prefix is not None else 0
     gens = responses(lm, _decode(lm, chunks, p, max_new_tokens, eos, pad_id), group, eos)
-    refs = known if known is not None else _token_ids(lm, [g.response for g in gens])
+    refs = known if known is not None else response_ids(lm, [g.response for g in gens])
     answers, start = [], 0
     for c in chunks:
         part = refs[start : start + len(c.indices)]
@@ -190,7 +184,7 @@ def answer_batches(
     encoded = [list(ids) for ids in tok(list(inputs), add_special_tokens=adds_special_tokens(lm.chat)).input_ids]
     eos = eos_token_ids(lm)
     pad_id = tok.pad_token_id if tok.pad_token_id is not None else min(eos)
-    longest_ref = max((len(r) for r in _token_ids(lm, references)), default=0) if references is not None else 0
+    longest_ref = max((len(r) for r in response_ids(lm, references)), default=0) if references is not None else 0
     longest = max(len(e) for e in encoded) + max(max_new_tokens, longest_ref)
     row_bytes = generation_row_bytes(lm.model.config, lm.dtype, longest) + probe_row_bytes(lm.model.config, lm.dtype, longest)
     batch_size = plan_batch_size(lm.device, batch_size, row_bytes)
