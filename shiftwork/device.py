@@ -34,15 +34,7 @@ def set_threads(n: int | None) -> None:
         torch.set_num_threads(int(n))
 
 
-def attention_implementation(device: torch.device, dtype: torch.dtype) -> str | None:
-    """The fastest attention kernel transformers offers for a model on ``device`` in ``dtype``:
-    ``flash_attention_2`` on a CUDA device with half-precision weights when the ``flash_attn``
-    package is installed, else ``sdpa`` on a CUDA device, else ``None`` (transformers' default)."""
-    if device.type != "cuda":
-        return None
-    if dtype in (torch.float16, torch.bfloat16):
-        import importlib.util
-
-        if importlib.util.find_spec("flash_attn") is not None:
-            return "flash_attention_2"
-    return "sdpa"
+#: the attention kernel models are loaded with on every device: PyTorch's fused
+#: scaled-dot-product attention, which takes the explicit padding masks of the greedy loop
+#: (see :func:`shiftwork.inference.generation.fast_path`)
+ATTENTION = "sdpa"

@@ -134,7 +134,7 @@ def generate_and_probe(
     base_keys = [k for k in rows_of if k[0] == k[1]]
     other_keys = [k for k in rows_of if k[0] != k[1]]
 
-    extra = {"device": str(lm.device)} | ({"shard": shard, "n_shards": n_shards} if n_shards > 1 else {})
+    extra = {"device": str(lm.device), "attention": lm.model.config._attn_implementation} | ({"shard": shard, "n_shards": n_shards} if n_shards > 1 else {})
     common = {"model": model_name, "weight_digest": lm.info["weight_digest"], "extra": extra}
     gen_prov = make_provenance("generate", {"max_new_tokens": max_new_tokens, "batch_size": batch_size,
                                             "dtype": str(lm.dtype)}, **common)

@@ -166,3 +166,13 @@ def test_answers_without_references_probe_their_own_response(lm, monkeypatch):
     answers = {a.generation.index: a for batch in respond.answer_batches(lm, inputs, 10, 3) for a in batch}
     _assert_answers_match(answers, _separately(lm, inputs, 10))
     assert all(a.probe.n_response_tokens > 0 for a in answers.values())
+
+
+@pytest.mark.model
+def test_models_load_with_masked_attention_and_other_kernels_leave_the_loop(lm, monkeypatch):
+    """The loop's padding masks are checked with sdpa and eager only; another kernel takes the
+    transformers path."""
+    assert lm.model.config._attn_implementation == "sdpa"
+    assert generation.fast_path(lm.model)
+    monkeypatch.setattr(lm.model.config, "_attn_implementation", "flash_attention_2", raising=False)
+    assert not generation.fast_path(lm.model)

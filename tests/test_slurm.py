@@ -228,6 +228,9 @@ def test_gpu_jobs_get_one_gpu_each_and_distinct_devices(slurm_runs, cluster):
     claims = [read_provenance(p)["gpu"] for p in outputs]
     assert all(c["source"] == "slurm" and c["device"] in ("0", "1") for c in claims), claims
     assert {c["slurm_job_id"] for c in claims} <= set(rerun.submitted())
+    # a shard's generations and probes come from one job
+    assert [c["slurm_job_id"] for c in claims[:2]] == [c["slurm_job_id"] for c in claims[2:4]]
+    claims = list({c["slurm_job_id"]: c for c in claims}.values())
 
     def span(jobid):
         return tuple(datetime.fromisoformat(states[jobid][k]) for k in ("Start", "End"))

@@ -217,13 +217,15 @@ def test_killed_generate_leaves_no_parquet_and_rerun_matches(run_dir):
     log.unlink(missing_ok=True)
     proc = subprocess.Popen(snakemake_cmd(run_dir, str(target.relative_to(run_dir))), env=ENV,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    # kill the job while its output is half written: the temporary sibling holds rows
     deadline = time.time() + 300
-    while time.time() < deadline and not (log.exists() and "generate:" in log.read_text()):
-        time.sleep(0.2)
-    assert log.exists(), "generate never started"
-    time.sleep(1.0)
+    writing = False
+    while time.time() < deadline and proc.poll() is None and not writing:
+        writing = any(t.stat().st_size > 0 for t in target.parent.glob(f".{target.name}.*.tmp"))
+        time.sleep(0.02)
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
+    assert writing, "generate never started writing its output"
     assert not target.exists()
     assert not list(target.parent.glob("*.parquet"))
     assert snakemake(run_dir, "--unlock").returncode == 0

@@ -60,11 +60,18 @@ def backbone(model):
     return model.get_decoder()
 
 
+#: attention kernels the greedy loop is checked with: both take the padding between a shared
+#: prefix and a row's tokens as an ordinary mask (flash-attention's unpadding path is not tested here)
+MASKED_ATTENTION = {"eager", "sdpa"}
+
+
 def fast_path(model) -> bool:
     """Whether ``model`` can run the greedy loop here: a causal LM whose forward takes position
-    ids, a key/value cache and ``logits_to_keep``."""
+    ids, a key/value cache and ``logits_to_keep``, with an attention kernel of :data:`MASKED_ATTENTION`."""
     params = inspect.signature(model.forward).parameters
-    return {"position_ids", "logits_to_keep"} <= set(params) and ("cache" in params or "past_key_values" in params)
+    attention = getattr(model.config, "_attn_implementation", None) or "eager"
+    return (attention in MASKED_ATTENTION and {"position_ids", "logits_to_keep"} <= set(params)
+            and ("cache" in params or "past_key_values" in params))
 
 
 def left_pad(tails: Sequence[Sequence[int]], prefix_len: int, pad_id: int, device) -> tuple[torch.Tensor, ...]:

@@ -1,4 +1,4 @@
-"""Key/value caches for the greedy loop and the probe: built from given states, forked, and
+"""Key/value caches for the greedy loop and the probe: built from given states, stacked, and
 grown in place.
 
 transformers' ``DynamicLayer`` appends each step's keys and values by concatenation, which
@@ -92,15 +92,10 @@ def cache_holding(states: Sequence[tuple[torch.Tensor, torch.Tensor]], config: A
     return cache
 
 
-def fork_cache(cache: DynamicCache, config: Any, room: int = 0) -> DynamicCache:
-    """An independent copy of ``cache``, e.g. to run two different continuations of the same inputs."""
-    return cache_holding([(layer.keys, layer.values) for layer in cache.layers], config, room)
-
-
 def plain_attention(cache: DynamicCache, total_length: int) -> bool:
     """Whether every layer of ``cache`` keeps all of a sequence of ``total_length`` tokens: a
-    plain key/value store, or a sliding window longer than that. Only such caches are shared,
-    forked or stacked here."""
+    plain key/value store, or a sliding window longer than that. Only such caches are shared or
+    stacked here."""
     for layer in getattr(cache, "layers", []):
         if type(layer) is DynamicSlidingWindowLayer:
             if getattr(layer, "sliding_window", 0) <= total_length:  # it keeps window - 1 tokens

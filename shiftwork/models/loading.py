@@ -8,7 +8,7 @@ from typing import Any
 
 import torch
 
-from ..device import pick_device, pick_dtype
+from ..device import ATTENTION, pick_device, pick_dtype
 from .prepare import read_info
 
 
@@ -37,10 +37,7 @@ def load_prepared(
     tok.padding_side = "left"
     if tok.pad_token is None:
         tok.pad_token = tok.eos_token
-    kwargs: dict[str, Any] = {"dtype": torch_dtype}
-    if dev.type == "cuda":
-        kwargs["attn_implementation"] = "sdpa"
-    model = AutoModelForCausalLM.from_pretrained(model_dir, **kwargs).to(dev)
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch_dtype, attn_implementation=ATTENTION).to(dev)
     model.eval()
     return LoadedModel(info["name"], model, tok, dev, torch_dtype, bool(info.get("chat")), info)
 
