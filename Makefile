@@ -48,7 +48,7 @@ bench-load: $(STAMP)
 	$(BIN)/python bench/model_load.py results/models/smollm2-135m-instruct
 	$(BIN)/python bench/model_load.py results/models/gemma3-270m
 
-# Throughput of the generate + probe jobs against the one-variant-at-a-time loop (README: Benchmark);
+# Throughput of the generate job (responses and probes) against the one-variant-at-a-time loop (README: Benchmark);
 # e.g. `make bench BENCH_ARGS="--runs 1 --scales"` for a quicker look.
 bench: $(STAMP)
 	$(BIN)/snakemake --cores $(CORES) results/models/smollm2-135m-instruct

@@ -160,8 +160,13 @@ def test_answers_equal_generating_and_probing_each_input_alone(lm, monkeypatch, 
 
 
 @pytest.mark.model
-def test_answers_without_references_probe_their_own_response(lm, monkeypatch):
+@pytest.mark.parametrize("from_steps", [True, False])
+def test_answers_without_references_probe_their_own_response(lm, monkeypatch, from_steps):
+    """Scored from the decoding steps, and (as for a response whose text tokenizes differently)
+    teacher-forced afterwards."""
     monkeypatch.setattr(respond, "MIN_DECODE_ROWS", 4)
+    if not from_steps:
+        monkeypatch.setattr(respond._StepScores, "reuse", lambda self, row, new, ref: None)
     inputs = [model_input(lm.tokenizer, p, lm.chat) for p in PROMPTS[:4]]
     answers = {a.generation.index: a for batch in respond.answer_batches(lm, inputs, 10, 3) for a in batch}
     _assert_answers_match(answers, _separately(lm, inputs, 10))

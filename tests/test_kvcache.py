@@ -1,9 +1,10 @@
-"""Key/value caches that grow in place, and stacking the caches of several chunks."""
+"""Key/value caches that grow in place, and the store that groups of rows share."""
 
+import pytest
 import torch
 from transformers import LlamaConfig
 
-from shiftwork.inference.kvcache import GrowingLayer, cache_holding, plain_attention, stack_caches
+from shiftwork.inference.kvcache import GrowingLayer, RowStore, cache_holding, plain_attention
 
 CONFIG = LlamaConfig(num_hidden_layers=1, num_attention_heads=1, num_key_value_heads=1, hidden_size=2, head_dim=2,
                      intermediate_size=4, vocab_size=8)
@@ -38,11 +39,25 @@ def test_cache_holding_copies_its_states():
     assert plain_attention(cache, 100)
 
 
-def test_stack_caches_pads_each_chunk_after_the_prefix():
-    # chunk a: 1 row, prefix (1 position) + 2 input positions + 1 teacher-forced position left out;
-    # chunk b: 2 rows, prefix + 1 input position
-    a = cache_holding([(_states(1, 4, 0), _states(1, 4, 0))], CONFIG)
-    b = cache_holding([(_states(2, 2, 0), _states(2, 2, 0))], CONFIG)
-    stacked = stack_caches([a, b], [3, 2], prefix_len=1, config=CONFIG)
-    keys = stacked.layers[0].keys[:, 0, :, 0]
-    assert keys.tolist() == [[0.0, 1.0, 2.0], [0.0, 0.0, 1.0], [100.0, 0.0, 101.0]]
+def test_row_store_chunks_write_where_the_group_reads():
+    """Two chunks of a group, each after the shared prefix and its own left padding, then the
+    group's cache over both, then a copy of one row."""
+    prefix = _states(1, 1, 0)
+    store = RowStore(CONFIG, rows=3, columns=6, dtype=torch.float32, device=torch.device("cpu"),
+                     prefix=[(prefix, -prefix)])
+    a = store.cache(0, 1, filled=1 + 1)  # row 0: its 1 input token after one padding position
+    assert a.get_seq_length() == 2
+    a.layers[0].update(_states(1, 1, 7), -_states(1, 1, 7))
+    a.layers[0].update(_states(1, 2, 40), -_states(1, 2, 40))  # a teacher-forced continuation: scratch
+    b = store.cache(1, 3, filled=1)  # rows 1-2: 2 input tokens each
+    keys, values = b.layers[0].update(_states(2, 2, 5), -_states(2, 2, 5))
+    assert keys[:, 0, :, 0].tolist() == [[0.0, 5.0, 6.0], [0.0, 105.0, 106.0]] and torch.equal(values, -keys)
+    group = store.cache(0, 3, filled=3)
+    keys, _ = group.layers[0].update(_states(3, 1, 9), _states(3, 1, 9))
+    assert keys[:, 0, :, 0].tolist() == [[0.0, 0.0, 7.0, 9.0], [0.0, 5.0, 6.0, 109.0], [0.0, 105.0, 106.0, 209.0]]
+    copy = store.holding([2], filled=3, room=1)
+    copy.layers[0].update(_states(1, 1, 50), _states(1, 1, 50))
+    assert copy.layers[0].keys[:, 0, :, 0].tolist() == [[0.0, 105.0, 106.0, 50.0]]
+    assert store.buffers[0][0][2, 0, 3, 0] == 209.0  # the copy wrote nothing into the store
+    with pytest.raises(ValueError, match="positions do not fit"):
+        group.layers[0].update(_states(3, 3, 0), _states(3, 3, 0))

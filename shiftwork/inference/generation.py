@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import inspect
 from dataclasses import dataclass
-from typing import Iterator, Sequence
+from typing import Callable, Iterator, Sequence
 
 import numpy as np
 import torch
@@ -104,16 +104,20 @@ def greedy_decode(
     max_new_tokens: int,
     eos: torch.Tensor,
     pad_id: int,
+    observe: Callable[[int, torch.Tensor, torch.Tensor], None] | None = None,
 ) -> torch.Tensor:
     """Greedy continuation of a batch whose inputs are already in ``cache``: ``logits`` are the
     last input position's, ``mask`` the attention mask so far and ``next_pos`` (rows, 1) the
     position of each row's first new token. A (rows, max_new_tokens) tensor on the CPU,
-    ``pad_id`` after a row's end-of-sequence token. ``cache`` is consumed."""
+    ``pad_id`` after a row's end-of-sequence token. ``cache`` is consumed. ``observe(step, rows,
+    logits)``, if given, sees the logits each step chooses from, for the rows still running."""
     n = logits.shape[0]
     new = torch.full((n, max_new_tokens), pad_id, dtype=torch.long, device=logits.device)
     cache_kw = {cache_argument(model): cache}
     live = torch.arange(n, device=logits.device)  # the rows still running, as indices into the batch
     for step in range(max_new_tokens):
+        if observe is not None:
+            observe(step, live, logits)
         token = logits.argmax(-1)
         new[live, step] = token
         if step == max_new_tokens - 1:

@@ -1,5 +1,5 @@
-"""Key/value caches for the greedy loop and the probe: built from given states, stacked, and
-grown in place.
+"""Key/value caches for the greedy loop and the probe: built from given states, grown in place,
+and kept in one store that every group of rows of a job reuses.
 
 transformers' ``DynamicLayer`` appends each step's keys and values by concatenation, which
 copies the whole cache at every new token: on a CPU that copy took a fifth of a decoding step
@@ -105,24 +105,63 @@ def plain_attention(cache: DynamicCache, total_length: int) -> bool:
     return bool(getattr(cache, "layers", None))
 
 
-def stack_caches(caches: Sequence[DynamicCache], lengths: Sequence[int], prefix_len: int, config: Any,
-                 room: int = 0) -> DynamicCache:
-    """One cache holding the rows of ``caches``, whose first ``lengths[i]`` positions are a shared
-    prefix of ``prefix_len`` tokens followed by left-padded inputs: each is padded further, after
-    the prefix, to the longest, as :func:`~shiftwork.inference.generation.left_pad` would have done
-    for all rows at once. Positions beyond ``lengths[i]`` (e.g. a teacher-forced continuation) are
-    left out."""
-    width = max(lengths)
-    states = []
-    for i in range(len(caches[0].layers)):
-        keys, values = [], []
-        for cache, n in zip(caches, lengths):
-            layer = cache.layers[i]
-            for out, t in ((keys, layer.keys), (values, layer.values)):
-                t = t[..., :n, :]
-                if n < width:
-                    pad = t.new_zeros(t.shape[0], t.shape[1], width - n, t.shape[3])
-                    t = torch.cat([t[..., :prefix_len, :], pad, t[..., prefix_len:, :]], dim=-2)
-                out.append(t)
-        states.append((torch.cat(keys), torch.cat(values)))
-    return cache_holding(states, config, room)
+class StoredLayer(GrowingLayer):
+    """A :class:`GrowingLayer` over rows ``[start, stop)`` of a :class:`RowStore`'s buffers, its
+    first ``filled`` positions taken as already held: new states are written after them, into
+    the store itself, until rows are selected (which copies them out)."""
+
+    def __init__(self, keys: torch.Tensor, values: torch.Tensor, filled: int):
+        super().__init__()
+        self._k, self._v, self._n = keys, values, int(filled)
+        self.device = keys.device
+        self.is_initialized = True
+        self.keys, self.values = keys[..., : self._n, :], values[..., : self._n, :]
+
+    def lazy_initialization(self, key_states: torch.Tensor, value_states: torch.Tensor) -> None:
+        pass
+
+    def _ensure(self, key_states: torch.Tensor, value_states: torch.Tensor, needed: int) -> None:
+        if key_states.shape[0] != self._k.shape[0] or key_states.shape[1] != self._k.shape[1]:
+            raise ValueError(f"states of shape {tuple(key_states.shape)} do not fit a store of rows and heads "
+                             f"{tuple(self._k.shape[:2])}")
+        if needed > self._k.shape[-2]:
+            raise ValueError(f"{needed} positions do not fit a store of {self._k.shape[-2]}")
+
+
+class RowStore:
+    """Key/value buffers for ``rows`` rows of ``columns`` positions in every layer, allocated once
+    and reused by each group of rows a job runs, with ``prefix``'s states (per layer: keys and
+    values of one row) in the first columns of every row.
+
+    A group's chunks each run in a :meth:`cache` over their own rows, so their states land where
+    the group's decoding then reads them, and the group decodes in a :meth:`cache` over all its
+    rows: nothing is copied or stacked, and the memory of a job does not depend on its size.
+    What a chunk writes after the group's inputs (e.g. a teacher-forced continuation) is scratch
+    that decoding overwrites."""
+
+    def __init__(self, config: Any, rows: int, columns: int, dtype: torch.dtype, device: torch.device,
+                 prefix: Sequence[tuple[torch.Tensor, torch.Tensor]] | None = None):
+        heads = getattr(config, "num_key_value_heads", None) or config.num_attention_heads
+        dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+        self.config = config
+        self.prefix_len = prefix[0][0].shape[-2] if prefix else 0
+        self.buffers = []
+        for i in range(len(new_cache(config).layers)):
+            # zeros: a position no row attends to still enters the attention product
+            k = torch.zeros((rows, heads, columns, dim), dtype=dtype, device=device)
+            v = torch.zeros_like(k)
+            if prefix:
+                k[:, :, : self.prefix_len] = prefix[i][0]
+                v[:, :, : self.prefix_len] = prefix[i][1]
+            self.buffers.append((k, v))
+
+    def cache(self, start: int, stop: int, filled: int) -> DynamicCache:
+        """A cache over rows ``[start, stop)`` that holds their first ``filled`` positions."""
+        cache = DynamicCache(config=self.config)
+        cache.layers = [StoredLayer(k[start:stop], v[start:stop], filled) for k, v in self.buffers]
+        return cache
+
+    def holding(self, rows: Sequence[int], filled: int, room: int = 0) -> DynamicCache:
+        """A separate cache with a copy of the first ``filled`` positions of ``rows``."""
+        idx = torch.as_tensor(list(rows), dtype=torch.long, device=self.buffers[0][0].device)
+        return cache_holding([(k[idx, :, :filled], v[idx, :, :filled]) for k, v in self.buffers], self.config, room)

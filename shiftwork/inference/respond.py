@@ -2,17 +2,20 @@
 
 The stability study asks two things of every model input x_v: its greedy response, and the
 probe measurements of its prompt's baseline response r_0 teacher-forced after it (see
-:mod:`shiftwork.inference.probe`). Both start with the same pass over x_v, so here it runs once:
+:mod:`shiftwork.inference.probe`). Both start with the same pass over x_v, so here it runs once.
+Rows run in length-sorted groups of at least ``MIN_DECODE_ROWS`` on a CPU (a decoding step
+costs nearly as much for 16 rows as for 128 there), each group in three steps:
 
-1. inputs are run in length-sorted chunks of ``batch_size`` rows (after the shared prefix's
-   cached keys and values), which gives every layer's state at each input's last token (the
-   activation axis) and the final state that predicts the first new token;
-2. the chunks' caches are stacked into one decoding group of at least ``MIN_DECODE_ROWS`` rows
-   and the greedy loop runs on it: a decoding step costs nearly as much for 16 rows as for 128
-   on a CPU, while running inputs of very different lengths in one chunk wastes work on padding;
-3. each chunk's own cache still holds just its inputs, so r_0 (each row's reference; for a
-   baseline its own response) runs on it in one teacher-forced pass, which with the final state
-   from step 1 scores every token of r_0.
+1. its inputs run in length-sorted chunks of ``batch_size`` rows, after the shared prefix's
+   cached keys and values, straight into the group's rows of one key/value store
+   (:class:`~shiftwork.inference.kvcache.RowStore`, allocated once per job); each pass gives
+   every layer's state at the input's last token (the activation axis) and the final state
+   that predicts the first new token;
+2. with references, each chunk's r_0 runs next on that chunk's cache in one teacher-forced
+   pass, which with the final state from step 1 scores every token of r_0;
+3. the whole group decodes greedily from the store. Without references (a baseline probes its
+   own response) the log-probability and entropy of each chosen token are kept at every step,
+   and they are the probe of the response wherever its text tokenizes back to the same tokens.
 
 Models the greedy loop cannot drive (see :func:`~shiftwork.inference.generation.fast_path`), or
 whose cache does not keep every token, generate with ``transformers`` and are probed by
@@ -39,11 +42,10 @@ from .generation import (
     left_pad,
     length_sorted_batches,
     responses,
-    start_cache,
 )
-from .kvcache import new_cache, plain_attention, stack_caches
+from .kvcache import RowStore, new_cache, plain_attention
 from .prefix import Prefix, cache_argument, shared_prefix
-from .probe import ProbeResult, probe_batches, response_ids, response_scores
+from .probe import ProbeResult, _head, probe_batches, response_ids, response_scores
 
 
 # Rows decoded together at least, on a CPU (SmolLM2-135M, 2 threads: 7.6 ms per row and step at
@@ -95,64 +97,77 @@ def _scores(lm: LoadedModel, body, cache, first: torch.Tensor, mask: torch.Tenso
     return logprob.tolist(), [float(h) / c if c else 0.0 for h, c in zip(entropy.tolist(), counts)], counts
 
 
-@dataclass
-class _Chunk:
-    """One chunk of inputs after their pass: its cache (prefix, left padding, inputs), attention
-    mask, next positions, final state at the last input token, and every layer's state there."""
+class _StepScores:
+    """Per row and decoding step: log-probability of the chosen token and entropy of the
+    distribution it was chosen from (NaN where a row had stopped)."""
 
-    indices: Sequence[int]
-    cache: object
-    mask: torch.Tensor
-    next_pos: torch.Tensor
-    first: torch.Tensor
-    last_hidden: object
+    def __init__(self, rows: int, steps: int):
+        self.logprob = torch.full((rows, steps), float("nan"), dtype=torch.float64)
+        self.entropy = torch.full((rows, steps), float("nan"), dtype=torch.float64)
 
-    @property
-    def length(self) -> int:
-        return self.mask.shape[1]
+    def __call__(self, step: int, live: torch.Tensor, logits: torch.Tensor) -> None:
+        logp = torch.log_softmax(logits.float(), dim=-1)
+        self.logprob[live.cpu(), step] = logp.max(dim=-1).values.double().cpu()
+        self.entropy[live.cpu(), step] = (-(logp.exp() * logp).sum(-1)).double().cpu()
 
-
-def _run_inputs(lm: LoadedModel, body, rows, indices, prefix: Prefix | None, pad_id: int, room: int) -> _Chunk:
-    p = prefix.length if prefix is not None else 0
-    ids, mask, positions = left_pad([r[p:] for r in rows], p, pad_id, lm.device)
-    cache = start_cache(lm.model, prefix, len(rows), ids.shape[1] + room)
-    out = body(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True, output_hidden_states=True,
-               **{cache_argument(body): cache})
-    last_hidden = torch.stack([h[:, -1] for h in out.hidden_states[1:]], dim=1).float().cpu().numpy()
-    return _Chunk(indices, cache, mask, positions[:, -1:] + 1, out.last_hidden_state[:, -1], last_hidden)
+    def reuse(self, row: int, new: Sequence[int], ref: Sequence[int]) -> tuple[float, float, int] | None:
+        """The probe of ``ref`` for ``row`` from its decoding steps, when ``ref`` is the start of
+        what the row generated (``new``): each of its tokens was then chosen from the distribution
+        teacher forcing would give."""
+        n = len(ref)
+        if n == 0 or list(new[:n]) != list(ref):
+            return None
+        return float(self.logprob[row, :n].sum()), float(self.entropy[row, :n].mean()), n
 
 
-def _decode(lm: LoadedModel, chunks: Sequence[_Chunk], prefix_len: int, max_new_tokens: int, eos: set[int],
-            pad_id: int) -> torch.Tensor:
-    """Greedy continuations of all rows of ``chunks``, stacked into one batch."""
-    width = max(c.length for c in chunks)
-    masks = [torch.cat([c.mask[:, :prefix_len], c.mask.new_zeros((len(c.indices), width - c.length)),
-                        c.mask[:, prefix_len:]], dim=1) for c in chunks]
-    cache = stack_caches([c.cache for c in chunks], [c.length for c in chunks], prefix_len, lm.model.config,
-                         max_new_tokens)
-    logits = lm.model.get_output_embeddings()(torch.cat([c.first for c in chunks]))
-    eos_dev = torch.tensor(sorted(eos), dtype=torch.long, device=lm.device)
-    return greedy_decode(lm.model, cache, logits, torch.cat(masks), torch.cat([c.next_pos for c in chunks]),
-                         max_new_tokens, eos_dev, pad_id)
-
-
-def _answer_group(lm: LoadedModel, body, encoded, group, chunk_size: int, prefix: Prefix | None,
+def _answer_group(lm: LoadedModel, body, encoded, group, chunk_size: int, prefix: Prefix | None, store: RowStore,
                   references: Sequence[str] | None, max_new_tokens: int, eos: set[int], pad_id: int) -> list[Answer]:
-    known = None if references is None else response_ids(lm, [references[i] for i in group])
-    room = max([max_new_tokens] + [len(r) for r in known or []])
-    chunks = [_run_inputs(lm, body, [encoded[i] for i in group[k : k + chunk_size]], group[k : k + chunk_size], prefix,
-                          pad_id, room) for k in range(0, len(group), chunk_size)]
+    """One group of rows: their inputs run in chunks into ``store``; with references, each chunk's
+    are scored right away on the chunk's cache; then the group decodes in one batch. Without
+    references each row's own response is scored from its decoding steps (or, where its text
+    does not give back the same tokens, teacher-forced afterwards)."""
+    device = lm.device
     p = prefix.length if prefix is not None else 0
-    gens = responses(lm, _decode(lm, chunks, p, max_new_tokens, eos, pad_id), group, eos)
-    refs = known if known is not None else response_ids(lm, [g.response for g in gens])
-    answers, start = [], 0
-    for c in chunks:
-        part = refs[start : start + len(c.indices)]
-        logprob, entropy, counts = _scores(lm, body, c.cache, c.first, c.mask, c.next_pos, part, pad_id)
-        answers += [Answer(g, ProbeResult(g.index, lp, h, n, hidden)) for g, lp, h, n, hidden in
-                    zip(gens[start : start + len(c.indices)], logprob, entropy, counts, c.last_hidden)]
-        start += len(c.indices)
-    return answers
+    tails = [encoded[i][p:] for i in group]
+    ids, mask, positions = left_pad(tails, p, pad_id, device)
+    width = ids.shape[1]
+    next_pos = positions[:, -1:] + 1
+    known = None if references is None else response_ids(lm, [references[i] for i in group])
+    firsts, hidden, scores = [], [], [None] * len(group)
+    for start in range(0, len(group), chunk_size):
+        stop = min(start + chunk_size, len(group))
+        w = max(len(t) for t in tails[start:stop])
+        cache = store.cache(start, stop, p + width - w)
+        out = body(input_ids=ids[start:stop, width - w :], attention_mask=mask[start:stop],
+                   position_ids=positions[start:stop, width - w :], use_cache=True, output_hidden_states=True,
+                   **{cache_argument(body): cache})
+        first = out.last_hidden_state[:, -1]
+        firsts.append(first)
+        hidden += list(torch.stack([h[:, -1] for h in out.hidden_states[1:]], dim=1).float().cpu().numpy())
+        if known is not None:
+            # r_0 after the chunk's inputs, written past them into the store: scratch that decoding overwrites
+            scores[start:stop] = zip(*_scores(lm, body, cache, first, mask[start:stop], next_pos[start:stop],
+                                              known[start:stop], pad_id))
+    first = torch.cat(firsts)
+    steps = None if known is not None else _StepScores(len(group), max_new_tokens)
+    eos_dev = torch.tensor(sorted(eos), dtype=torch.long, device=device)
+    new = greedy_decode(lm.model, store.cache(0, len(group), p + width), _head(lm, first), mask, next_pos,
+                        max_new_tokens, eos_dev, pad_id, observe=steps)
+    gens = responses(lm, new, group, eos)
+    if known is None:
+        refs = response_ids(lm, [g.response for g in gens])
+        new_rows = new.tolist()
+        scores = [steps.reuse(row, new_rows[row], refs[row]) for row in range(len(group))]
+        # the rest (a response whose text tokenizes differently, an empty one) teacher-forced on
+        # a copy of their inputs' states, which decoding left in place
+        rest = [row for row, s in enumerate(scores) if s is None]
+        if rest:
+            cache = store.holding(rest, p + width, max(len(refs[row]) for row in rest))
+            scores_rest = zip(*_scores(lm, body, cache, first[rest], mask[rest], next_pos[rest],
+                                       [refs[row] for row in rest], pad_id))
+            for row, s in zip(rest, scores_rest):
+                scores[row] = s
+    return [Answer(g, ProbeResult(g.index, lp, h, n, hid)) for g, (lp, h, n), hid in zip(gens, scores, hidden)]
 
 
 def _answer_batch_plain(lm: LoadedModel, rows, indices, inputs: Sequence[str], references: Sequence[str] | None,
@@ -193,10 +208,15 @@ def answer_batches(
     prefix = shared_prefix(body, encoded, longest) if fast else None
     # on a GPU the planned batch already fills the memory set aside for it
     group_size = max(batch_size, MIN_DECODE_ROWS) if fast and lm.device.type == "cpu" else batch_size
+    store = None
+    if fast:
+        store = RowStore(lm.model.config, min(group_size, len(encoded)), longest, lm.dtype, lm.device,
+                         prefix.states if prefix is not None else None)
     for group in length_sorted_batches([len(e) for e in encoded], group_size):
         with torch.inference_mode():
             if fast:
-                yield _answer_group(lm, body, encoded, group, batch_size, prefix, references, max_new_tokens, eos, pad_id)
+                yield _answer_group(lm, body, encoded, group, batch_size, prefix, store, references, max_new_tokens,
+                                    eos, pad_id)
             else:
                 refs = None if references is None else [references[i] for i in group]
                 yield _answer_batch_plain(lm, [encoded[i] for i in group], group, [inputs[i] for i in group], refs,
