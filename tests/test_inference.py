@@ -157,6 +157,8 @@ def test_answers_equal_generating_and_probing_each_input_alone(lm, monkeypatch, 
     answers = {a.generation.index: a for batch in respond.answer_batches(lm, inputs, 12, 2, RESPONSES) for a in batch}
     _assert_answers_match(answers, _separately(lm, inputs, 12, RESPONSES))
     assert answers[3].probe.n_response_tokens == 0 and answers[3].probe.logprob == 0.0
+    # rows left the decoding group early, and others ran to the limit
+    assert any(a.generation.stopped for a in answers.values()) and not all(a.generation.stopped for a in answers.values())
 
 
 @pytest.mark.model

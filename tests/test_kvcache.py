@@ -41,7 +41,7 @@ def test_cache_holding_copies_its_states():
 
 def test_row_store_chunks_write_where_the_group_reads():
     """Two chunks of a group, each after the shared prefix and its own left padding, then the
-    group's cache over both, then a copy of one row."""
+    group's cache over both, which drops a row in place."""
     prefix = _states(1, 1, 0)
     store = RowStore(CONFIG, rows=3, columns=6, dtype=torch.float32, device=torch.device("cpu"),
                      prefix=[(prefix, -prefix)])
@@ -55,9 +55,9 @@ def test_row_store_chunks_write_where_the_group_reads():
     group = store.cache(0, 3, filled=3)
     keys, _ = group.layers[0].update(_states(3, 1, 9), _states(3, 1, 9))
     assert keys[:, 0, :, 0].tolist() == [[0.0, 0.0, 7.0, 9.0], [0.0, 5.0, 6.0, 109.0], [0.0, 105.0, 106.0, 209.0]]
-    copy = store.holding([2], filled=3, room=1)
-    copy.layers[0].update(_states(1, 1, 50), _states(1, 1, 50))
-    assert copy.layers[0].keys[:, 0, :, 0].tolist() == [[0.0, 105.0, 106.0, 50.0]]
-    assert store.buffers[0][0][2, 0, 3, 0] == 209.0  # the copy wrote nothing into the store
+    group.layers[0].batch_select_indices(torch.tensor([0, 2]))  # row 1 stopped: row 2 moves up in place
+    keys, _ = group.layers[0].update(_states(2, 1, 10), _states(2, 1, 10))
+    assert keys[:, 0, :, 0].tolist() == [[0.0, 0.0, 7.0, 9.0, 10.0], [0.0, 105.0, 106.0, 209.0, 110.0]]
+    assert keys.data_ptr() == store.buffers[0][0].data_ptr()
     with pytest.raises(ValueError, match="positions do not fit"):
-        group.layers[0].update(_states(3, 3, 0), _states(3, 3, 0))
+        group.layers[0].update(_states(2, 2, 0), _states(2, 2, 0))

@@ -127,6 +127,19 @@ class StoredLayer(GrowingLayer):
         if needed > self._k.shape[-2]:
             raise ValueError(f"{needed} positions do not fit a store of {self._k.shape[-2]}")
 
+    def batch_select_indices(self, indices: torch.Tensor) -> None:
+        """Keep rows ``indices`` (in ascending order), moved up within the store's buffers: a copy
+        of the selected rows would double a group's memory for as long as it decodes."""
+        rows = indices.tolist()
+        if rows != sorted(rows):
+            return super().batch_select_indices(indices)
+        for dst, src in enumerate(rows):
+            if dst != src:
+                self._k[dst, :, : self._n] = self._k[src, :, : self._n]
+                self._v[dst, :, : self._n] = self._v[src, :, : self._n]
+        self._k, self._v = self._k[: len(rows)], self._v[: len(rows)]
+        self.keys, self.values = self._k[..., : self._n, :], self._v[..., : self._n, :]
+
 
 class RowStore:
     """Key/value buffers for ``rows`` rows of ``columns`` positions in every layer, allocated once
@@ -160,8 +173,3 @@ class RowStore:
         cache = DynamicCache(config=self.config)
         cache.layers = [StoredLayer(k[start:stop], v[start:stop], filled) for k, v in self.buffers]
         return cache
-
-    def holding(self, rows: Sequence[int], filled: int, room: int = 0) -> DynamicCache:
-        """A separate cache with a copy of the first ``filled`` positions of ``rows``."""
-        idx = torch.as_tensor(list(rows), dtype=torch.long, device=self.buffers[0][0].device)
-        return cache_holding([(k[idx, :, :filled], v[idx, :, :filled]) for k, v in self.buffers], self.config, room)

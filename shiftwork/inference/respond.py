@@ -42,6 +42,7 @@ from .generation import (
     left_pad,
     length_sorted_batches,
     responses,
+    start_cache,
 )
 from .kvcache import RowStore, new_cache, plain_attention
 from .prefix import Prefix, cache_argument, shared_prefix
@@ -158,11 +159,13 @@ def _answer_group(lm: LoadedModel, body, encoded, group, chunk_size: int, prefix
         refs = response_ids(lm, [g.response for g in gens])
         new_rows = new.tolist()
         scores = [steps.reuse(row, new_rows[row], refs[row]) for row in range(len(group))]
-        # the rest (a response whose text tokenizes differently, an empty one) teacher-forced on
-        # a copy of their inputs' states, which decoding left in place
+        # the rest (a response whose text tokenizes differently, an empty one) teacher-forced
+        # after their inputs, run again: decoding has moved rows within the store
         rest = [row for row, s in enumerate(scores) if s is None]
         if rest:
-            cache = store.holding(rest, p + width, max(len(refs[row]) for row in rest))
+            cache = start_cache(lm.model, prefix, len(rest), width + max(len(refs[row]) for row in rest))
+            body(input_ids=ids[rest], attention_mask=mask[rest], position_ids=positions[rest], use_cache=True,
+                 **{cache_argument(body): cache})
             scores_rest = zip(*_scores(lm, body, cache, first[rest], mask[rest], next_pos[rest],
                                        [refs[row] for row in rest], pad_id))
             for row, s in zip(rest, scores_rest):
