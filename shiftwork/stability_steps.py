@@ -117,12 +117,14 @@ def generate_and_probe(
     model input and the same baseline are computed once; a variant whose input equals its
     baseline's shares the baseline's results, cosine exactly 1. With ``n_shards`` > 1, only the
     prompts of shard ``shard`` (see :func:`shard_rows`)."""
+    from .allocator import fix_heap_thresholds
     from .inference.respond import answer_batches
 
     variants = read_table(filtered_path, ["dataset", "prompt_id", "variant_id", "text"] + VARIANT_META)
     variants = shard_rows(variants, shard, n_shards).reset_index(drop=True)
     base_row = variants["prompt_id"].map(baseline_rows(variants, filtered_path))
     set_threads(threads)
+    fix_heap_thresholds()
     lm = load_prepared(model_dir, dtype)
     where = f", shard {shard} of {n_shards}" if n_shards > 1 else ""
     LOGGER.info("generate and probe: %s on %s (%s), %d rows%s", model_name, lm.device, lm.dtype, len(variants), where)
