@@ -191,6 +191,14 @@ def responses(lm: LoadedModel, new: torch.Tensor, indices: Sequence[int], eos: s
     return out
 
 
+def encode_inputs(lm: LoadedModel, inputs: Sequence[str]) -> tuple[list[list[int]], set[int], int]:
+    """(token ids of each input, the model's end-of-sequence ids, the id padding rows)."""
+    tok = lm.tokenizer
+    encoded = [list(ids) for ids in tok(list(inputs), add_special_tokens=adds_special_tokens(lm.chat)).input_ids]
+    eos = eos_token_ids(lm)
+    return encoded, eos, tok.pad_token_id if tok.pad_token_id is not None else min(eos)
+
+
 def generate_batches(
     lm: LoadedModel,
     inputs: Sequence[str],
@@ -198,12 +206,9 @@ def generate_batches(
     batch_size: int,
 ) -> Iterator[list[Generation]]:
     """Yield the greedy continuations of ``inputs`` batch by batch (indices refer to ``inputs``)."""
-    tok = lm.tokenizer
     if not inputs:
         return
-    encoded = [list(ids) for ids in tok(list(inputs), add_special_tokens=adds_special_tokens(lm.chat)).input_ids]
-    eos = eos_token_ids(lm)
-    pad_id = tok.pad_token_id if tok.pad_token_id is not None else min(eos)
+    encoded, eos, pad_id = encode_inputs(lm, inputs)
     longest = max(len(e) for e in encoded) + max_new_tokens
     batch_size = plan_batch_size(lm.device, batch_size, generation_row_bytes(lm.model.config, lm.dtype, longest))
     fast = fast_path(lm.model)

@@ -55,7 +55,7 @@ def response_ids(lm: LoadedModel, texts: Sequence[str]) -> list[list[int]]:
     return [list(ids.get(t, [])) for t in texts]
 
 
-def _head(lm: LoadedModel, hidden: torch.Tensor) -> torch.Tensor:
+def head_logits(lm: LoadedModel, hidden: torch.Tensor) -> torch.Tensor:
     logits = lm.model.get_output_embeddings()(hidden).float()
     cap = getattr(lm.model.config, "final_logit_softcapping", None)
     if cap:
@@ -70,7 +70,7 @@ def response_scores(lm: LoadedModel, states: torch.Tensor, targets: torch.Tensor
     step = max(1, HEAD_CHUNK_ELEMENTS // vocab)
     lps, hs = [], []
     for start in range(0, len(states), step):
-        logp = torch.log_softmax(_head(lm, states[start : start + step]), dim=-1)
+        logp = torch.log_softmax(head_logits(lm, states[start : start + step]), dim=-1)
         lps.append(logp.gather(1, targets[start : start + step, None])[:, 0])
         hs.append(-(logp.exp() * logp).sum(-1))
     return torch.cat(lps), torch.cat(hs)

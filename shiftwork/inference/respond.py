@@ -31,12 +31,11 @@ import torch
 
 from ..models.loading import LoadedModel
 from .batching import generation_row_bytes, plan_batch_size, probe_row_bytes
-from .formatting import adds_special_tokens
 from .generation import (
     Generation,
     _hf_generate,
     backbone,
-    eos_token_ids,
+    encode_inputs,
     fast_path,
     greedy_decode,
     left_pad,
@@ -46,7 +45,7 @@ from .generation import (
 )
 from .kvcache import RowStore, new_cache, plain_attention
 from .prefix import Prefix, cache_argument, shared_prefix
-from .probe import ProbeResult, _head, probe_batches, response_ids, response_scores
+from .probe import ProbeResult, head_logits, probe_batches, response_ids, response_scores
 
 
 # Rows decoded together at least, on a CPU (SmolLM2-135M, 2 threads: 7.6 ms per row and step at
@@ -152,7 +151,7 @@ def _answer_group(lm: LoadedModel, body, encoded, group, chunk_size: int, prefix
     first = torch.cat(firsts)
     steps = None if known is not None else _StepScores(len(group), max_new_tokens)
     eos_dev = torch.tensor(sorted(eos), dtype=torch.long, device=device)
-    new = greedy_decode(lm.model, store.cache(0, len(group), p + width), _head(lm, first), mask, next_pos,
+    new = greedy_decode(lm.model, store.cache(0, len(group), p + width), head_logits(lm, first), mask, next_pos,
                         max_new_tokens, eos_dev, pad_id, observe=steps)
     gens = responses(lm, new, group, eos)
     if known is None:
@@ -198,10 +197,7 @@ def answer_batches(
         raise ValueError(f"{len(inputs)} inputs but {len(references)} references")
     if not inputs:
         return
-    tok = lm.tokenizer
-    encoded = [list(ids) for ids in tok(list(inputs), add_special_tokens=adds_special_tokens(lm.chat)).input_ids]
-    eos = eos_token_ids(lm)
-    pad_id = tok.pad_token_id if tok.pad_token_id is not None else min(eos)
+    encoded, eos, pad_id = encode_inputs(lm, inputs)
     longest_ref = max((len(r) for r in response_ids(lm, references)), default=0) if references is not None else 0
     longest = max(len(e) for e in encoded) + max(max_new_tokens, longest_ref)
     row_bytes = generation_row_bytes(lm.model.config, lm.dtype, longest) + probe_row_bytes(lm.model.config, lm.dtype, longest)
