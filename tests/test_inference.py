@@ -9,7 +9,7 @@ from shiftwork.inference.batching import generation_row_bytes, plan_batch_size
 from shiftwork.inference.formatting import model_input
 from shiftwork.inference.generation import generate_all, length_sorted_batches
 from shiftwork.inference.prefix import common_prefix_length
-from shiftwork.inference.probe import layer_cosines, probe_batches
+from shiftwork.inference.probe import layer_cosines, last_position_states, log_softmax_entropy, probe_batches
 from shiftwork.models.loading import load_prepared
 
 PROMPTS = [
@@ -31,6 +31,14 @@ def test_layer_cosines_by_hand():
     a = np.array([[1.0, 0.0], [1.0, 1.0]])
     b = np.array([[0.0, 2.0], [2.0, 2.0]])
     assert layer_cosines(a, b).tolist() == pytest.approx([0.0, 1.0])
+
+
+def test_log_softmax_entropy_by_hand():
+    # row 0: uniform over 4 tokens, entropy ln 4; row 1: probabilities 1/2, 1/4, 1/8, 1/8
+    logits = torch.tensor([[0.0, 0.0, 0.0, 0.0], [3.0, 2.0, 1.0, 1.0]]) * torch.tensor([[1.0], [np.log(2)]])
+    logp, entropy = log_softmax_entropy(logits)
+    assert logp[1].exp().tolist() == pytest.approx([0.5, 0.25, 0.125, 0.125])
+    assert entropy.tolist() == pytest.approx([np.log(4), 0.5 * np.log(2) + 0.25 * np.log(4) + 2 * 0.125 * np.log(8)])
 
 
 def test_common_prefix_length_leaves_the_last_token_out():
@@ -64,6 +72,23 @@ def test_generation_row_bytes_counts_the_key_value_cache():
 @pytest.fixture(scope="module")
 def lm(prepared_smollm):
     return load_prepared(prepared_smollm, device="cpu")
+
+
+@pytest.mark.model
+def test_last_position_states_are_the_hidden_states_at_the_last_token(lm):
+    ids = lm.tokenizer(["The sky is blue and the grass is"], return_tensors="pt").input_ids
+    body = generation.backbone(lm.model)
+    with torch.inference_mode():
+        full = body(input_ids=ids, output_hidden_states=True)
+        before = len(body.layers[0]._forward_hooks)  # transformers keeps hooks of its own
+        with last_position_states(body) as taps:
+            out = body(input_ids=ids)
+        after = len(body.layers[0]._forward_hooks)
+    want = torch.stack([h[:, -1] for h in full.hidden_states[1:]], dim=1)
+    got = torch.stack(taps + [out.last_hidden_state[:, -1]], dim=1)
+    assert got.shape == (1, lm.model.config.num_hidden_layers, lm.model.config.hidden_size)
+    assert torch.allclose(got, want, atol=1e-5)
+    assert after == before  # ours go with the context
 
 
 @pytest.mark.model

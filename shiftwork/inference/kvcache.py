@@ -158,15 +158,16 @@ class RowStore:
         dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
         self.config = config
         self.prefix_len = prefix[0][0].shape[-2] if prefix else 0
-        self.buffers = []
-        for i in range(len(new_cache(config).layers)):
-            # zeros: a position no row attends to still enters the attention product
-            k = torch.zeros((rows, heads, columns, dim), dtype=dtype, device=device)
-            v = torch.zeros_like(k)
-            if prefix:
-                k[:, :, : self.prefix_len] = prefix[i][0]
-                v[:, :, : self.prefix_len] = prefix[i][1]
-            self.buffers.append((k, v))
+        layers = len(new_cache(config).layers)
+        # one block: large enough that the allocator maps it apart from the heap and hands it back
+        # whole when the store goes, where per-layer buffers would stay behind in the heap as free
+        # but resident pages. Zeros: a position no row attends to still enters the attention product.
+        self.data = torch.zeros((layers, 2, rows, heads, columns, dim), dtype=dtype, device=device)
+        self.buffers = [(self.data[i, 0], self.data[i, 1]) for i in range(layers)]
+        if prefix:
+            for (k, v), (pk, pv) in zip(self.buffers, prefix):
+                k[:, :, : self.prefix_len] = pk
+                v[:, :, : self.prefix_len] = pv
 
     def cache(self, start: int, stop: int, filled: int) -> DynamicCache:
         """A cache over rows ``[start, stop)`` that holds their first ``filled`` positions."""

@@ -45,7 +45,15 @@ from .generation import (
 )
 from .kvcache import RowStore, new_cache, plain_attention
 from .prefix import Prefix, cache_argument, shared_prefix
-from .probe import ProbeResult, head_logits, probe_batches, response_ids, response_scores
+from .probe import (
+    ProbeResult,
+    head_logits,
+    last_position_states,
+    log_softmax_entropy,
+    probe_batches,
+    response_ids,
+    response_scores,
+)
 
 
 # Rows decoded together at least, on a CPU (SmolLM2-135M, 2 threads: 7.6 ms per row and step at
@@ -106,9 +114,9 @@ class _StepScores:
         self.entropy = torch.full((rows, steps), float("nan"), dtype=torch.float64)
 
     def __call__(self, step: int, live: torch.Tensor, logits: torch.Tensor) -> None:
-        logp = torch.log_softmax(logits.float(), dim=-1)
+        logp, entropy = log_softmax_entropy(logits)
         self.logprob[live.cpu(), step] = logp.max(dim=-1).values.double().cpu()
-        self.entropy[live.cpu(), step] = (-(logp.exp() * logp).sum(-1)).double().cpu()
+        self.entropy[live.cpu(), step] = entropy.double().cpu()
 
     def reuse(self, row: int, new: Sequence[int], ref: Sequence[int]) -> tuple[float, float, int] | None:
         """The probe of ``ref`` for ``row`` from its decoding steps, when ``ref`` is the start of
@@ -138,12 +146,13 @@ def _answer_group(lm: LoadedModel, body, encoded, group, chunk_size: int, prefix
         stop = min(start + chunk_size, len(group))
         w = max(len(t) for t in tails[start:stop])
         cache = store.cache(start, stop, p + width - w)
-        out = body(input_ids=ids[start:stop, width - w :], attention_mask=mask[start:stop],
-                   position_ids=positions[start:stop, width - w :], use_cache=True, output_hidden_states=True,
-                   **{cache_argument(body): cache})
+        with last_position_states(body) as layer_states:
+            out = body(input_ids=ids[start:stop, width - w :], attention_mask=mask[start:stop],
+                       position_ids=positions[start:stop, width - w :], use_cache=True,
+                       **{cache_argument(body): cache})
         first = out.last_hidden_state[:, -1]
         firsts.append(first)
-        hidden += list(torch.stack([h[:, -1] for h in out.hidden_states[1:]], dim=1).float().cpu().numpy())
+        hidden += list(torch.stack(layer_states + [first], dim=1).float().cpu().numpy())
         if known is not None:
             # r_0 after the chunk's inputs, written past them into the store: scratch that decoding overwrites
             scores[start:stop] = zip(*_scores(lm, body, cache, first, mask[start:stop], next_pos[start:stop],
