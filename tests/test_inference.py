@@ -5,11 +5,11 @@ import pytest
 import torch
 
 from shiftwork.inference import generation, respond
-from shiftwork.inference.batching import generation_row_bytes, plan_batch_size
+from shiftwork.inference.batching import budget_groups, generation_row_bytes, kv_token_bytes, plan_batch_size
 from shiftwork.inference.formatting import model_input
 from shiftwork.inference.generation import generate_all, length_sorted_batches
 from shiftwork.inference.prefix import common_prefix_length
-from shiftwork.inference.probe import layer_cosines, last_position_states, log_softmax_entropy, probe_batches
+from shiftwork.inference.probe import response_ids, layer_cosines, last_position_states, log_softmax_entropy, probe_batches
 from shiftwork.models.loading import load_prepared
 
 PROMPTS = [
@@ -25,6 +25,14 @@ RESPONSES = ["Rome is the capital.", "Ice is less dense than liquid water, so it
 def test_length_sorted_batches():
     batches = length_sorted_batches([3, 9, 1, 7, 5], 2)
     assert [b.tolist() for b in batches] == [[1, 3], [4, 0], [2]]
+
+
+def test_budget_groups_take_fewer_rows_when_they_are_long():
+    # 30 positions, each row its group's longest length plus 1: lengths 9+1 -> 3 rows,
+    # then 5+1 -> 5 rows but at most 4, then the one left; a row longer than the budget runs alone
+    groups = budget_groups([3, 9, 1, 7, 5, 5, 2, 9], max_rows=4, tokens=30, extra=1)
+    assert [g.tolist() for g in groups] == [[1, 7, 3], [4, 5, 0, 6], [2]]
+    assert [g.tolist() for g in budget_groups([40, 3], max_rows=4, tokens=30)] == [[0], [1]]
 
 
 def test_layer_cosines_by_hand():
@@ -171,16 +179,24 @@ def _assert_answers_match(answers, expected):
 
 
 @pytest.mark.model
-@pytest.mark.parametrize("fast", [True, False])
-def test_answers_equal_generating_and_probing_each_input_alone(lm, monkeypatch, fast):
-    """Chunks of 2 rows stacked into decoding groups of 3 (and the transformers fallback) against
-    one input at a time; references include an empty one."""
+@pytest.mark.parametrize("path", ["fast", "small_store", "plain"])
+def test_answers_equal_generating_and_probing_each_input_alone(lm, monkeypatch, path):
+    """Chunks of 2 rows stacked into decoding groups of 3 (or, with a store that holds fewer
+    positions, groups laid out anew in it, the longest of 1 row; and the transformers fallback)
+    against one input at a time; references include an empty one."""
     monkeypatch.setattr(respond, "MIN_DECODE_ROWS", 3)
-    if not fast:
-        monkeypatch.setattr(respond, "fast_path", lambda model: False)
     inputs = [model_input(lm.tokenizer, p, lm.chat) for p in PROMPTS]
-    answers = {a.generation.index: a for batch in respond.answer_batches(lm, inputs, 12, 2, RESPONSES) for a in batch}
+    if path == "plain":
+        monkeypatch.setattr(respond, "fast_path", lambda model: False)
+    if path == "small_store":  # room for 1.9 of the longest rows (its input, and 12 new tokens or its reference)
+        refs = response_ids(lm, RESPONSES)
+        longest = max(len(e) for e in generation.encode_inputs(lm, inputs)[0]) + max(12, max(len(r) for r in refs))
+        monkeypatch.setattr(respond, "CPU_STORE_BYTES", int(1.9 * longest * kv_token_bytes(lm.model.config, lm.dtype)))
+    batches = list(respond.answer_batches(lm, inputs, 12, 2, RESPONSES))
+    answers = {a.generation.index: a for batch in batches for a in batch}
     _assert_answers_match(answers, _separately(lm, inputs, 12, RESPONSES))
+    if path == "small_store":
+        assert len(batches[0]) == 1 and max(len(b) for b in batches) > 1
     assert answers[3].probe.n_response_tokens == 0 and answers[3].probe.logprob == 0.0
     # rows left the decoding group early, and others ran to the limit
     assert any(a.generation.stopped for a in answers.values()) and not all(a.generation.stopped for a in answers.values())

@@ -43,8 +43,10 @@ def test_row_store_chunks_write_where_the_group_reads():
     """Two chunks of a group, each after the shared prefix and its own left padding, then the
     group's cache over both, which drops a row in place."""
     prefix = _states(1, 1, 0)
-    store = RowStore(CONFIG, rows=3, columns=6, dtype=torch.float32, device=torch.device("cpu"),
-                     prefix=[(prefix, -prefix)])
+    store = RowStore(CONFIG, tokens=18, dtype=torch.float32, device=torch.device("cpu"), prefix=[(prefix, -prefix)])
+    with pytest.raises(RuntimeError, match="layout"):
+        store.cache(0, 1, filled=1)
+    store.layout(rows=3, columns=6)
     a = store.cache(0, 1, filled=1 + 1)  # row 0: its 1 input token after one padding position
     assert a.get_seq_length() == 2
     a.layers[0].update(_states(1, 1, 7), -_states(1, 1, 7))
@@ -61,3 +63,18 @@ def test_row_store_chunks_write_where_the_group_reads():
     assert keys.data_ptr() == store.buffers[0][0].data_ptr()
     with pytest.raises(ValueError, match="positions do not fit"):
         group.layers[0].update(_states(2, 2, 0), _states(2, 2, 0))
+
+
+def test_row_store_lays_each_group_out_anew_in_the_same_block():
+    prefix = _states(1, 1, 7)
+    store = RowStore(CONFIG, tokens=18, dtype=torch.float32, device=torch.device("cpu"), prefix=[(prefix, -prefix)])
+    store.layout(rows=3, columns=6)
+    store.cache(0, 3, filled=1).layers[0].update(_states(3, 2, 50), _states(3, 2, 50))
+    store.layout(rows=2, columns=9)  # a group of longer rows: fewer of them
+    keys, values = store.cache(0, 2, filled=1).layers[0].update(_states(2, 3, 20), -_states(2, 3, 20))
+    # row 1 now starts where row 0 of the last layout had its fourth position: the prefix is copied again
+    assert keys[:, 0, :, 0].tolist() == [[7.0, 20.0, 21.0, 22.0], [7.0, 120.0, 121.0, 122.0]]
+    assert values[:, 0, 0, 0].tolist() == [-7.0, -7.0]
+    assert keys.data_ptr() == store.data.data_ptr()
+    with pytest.raises(ValueError, match="do not fit"):
+        store.layout(rows=2, columns=10)

@@ -9,8 +9,9 @@ floating-point rounding.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Sequence
 
+import numpy as np
 import torch
 
 MAX_GROWTH = 16
@@ -32,12 +33,18 @@ def _dims(config: Any) -> dict[str, int]:
     }
 
 
+def kv_token_bytes(config: Any, dtype: torch.dtype) -> int:
+    """Bytes of keys and values one token position holds across all layers."""
+    d = _dims(config)
+    return d["layers"] * 2 * d["kv_heads"] * d["head_dim"] * torch.empty((), dtype=dtype).element_size()
+
+
 def generation_row_bytes(config: Any, dtype: torch.dtype, length: int) -> int:
     """Working memory of one row generating up to ``length`` tokens in all: its key/value cache,
     the prompt pass's activations and the last position's logits."""
     d = _dims(config)
     size = torch.empty((), dtype=dtype).element_size()
-    kv = d["layers"] * 2 * d["kv_heads"] * d["head_dim"] * length * size
+    kv = kv_token_bytes(config, dtype) * length
     activations = length * (4 * d["hidden"] + 2 * d["intermediate"]) * size + d["heads"] * length * length * 4
     return kv + activations + d["vocab"] * 4
 
@@ -62,3 +69,18 @@ def plan_batch_size(device: torch.device, requested: int, row_bytes: int) -> int
     free, _ = torch.cuda.mem_get_info(device)
     fits = int(free * MEMORY_SHARE) // max(int(row_bytes), 1)
     return max(requested, min(requested * MAX_GROWTH, fits))
+
+
+def budget_groups(lengths: Sequence[int], max_rows: int, tokens: int, extra: int = 0) -> list[np.ndarray]:
+    """Indices in groups, longest first (in the order of ``length_sorted_batches``), each of at
+    most ``max_rows`` rows and of as many as fit in ``tokens`` positions when every row of the
+    group takes its longest length plus ``extra``; always at least one row."""
+    if max_rows < 1:
+        raise ValueError(f"max_rows must be >= 1, got {max_rows}")
+    order = np.argsort(-np.asarray(lengths), kind="stable")
+    groups, start = [], 0
+    while start < len(order):
+        rows = max(1, min(max_rows, tokens // (int(lengths[order[start]]) + extra)))
+        groups.append(order[start : start + rows])
+        start += rows
+    return groups

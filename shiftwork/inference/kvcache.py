@@ -142,35 +142,49 @@ class StoredLayer(GrowingLayer):
 
 
 class RowStore:
-    """Key/value buffers for ``rows`` rows of ``columns`` positions in every layer, allocated once
-    and reused by each group of rows a job runs, with ``prefix``'s states (per layer: keys and
-    values of one row) in the first columns of every row.
+    """Key/value buffers of ``tokens`` positions in every layer, allocated once and reused by each
+    group of rows a job runs: a group of ``rows`` rows of ``columns`` positions (their product at
+    most ``tokens``) is laid out at the front of the block by :meth:`layout`, with ``prefix``'s
+    states (per layer: keys and values of one row) in the first columns of every row.
 
     A group's chunks each run in a :meth:`cache` over their own rows, so their states land where
     the group's decoding then reads them, and the group decodes in a :meth:`cache` over all its
-    rows: nothing is copied or stacked, and the memory of a job does not depend on its size.
-    What a chunk writes after the group's inputs (e.g. a teacher-forced continuation) is scratch
-    that decoding overwrites."""
+    rows: nothing is copied or stacked, and a job's memory is the block's whatever its size and
+    however long its inputs. What a chunk writes after the group's inputs (e.g. a teacher-forced
+    continuation) is scratch that decoding overwrites; positions no row attends to keep what an
+    earlier group left there, finite values that the mask takes out."""
 
-    def __init__(self, config: Any, rows: int, columns: int, dtype: torch.dtype, device: torch.device,
+    def __init__(self, config: Any, tokens: int, dtype: torch.dtype, device: torch.device,
                  prefix: Sequence[tuple[torch.Tensor, torch.Tensor]] | None = None):
-        heads = getattr(config, "num_key_value_heads", None) or config.num_attention_heads
-        dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
-        self.config = config
+        self.heads = getattr(config, "num_key_value_heads", None) or config.num_attention_heads
+        self.dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+        self.config, self.tokens, self.prefix = config, int(tokens), prefix
+        self.layers = len(new_cache(config).layers)
         self.prefix_len = prefix[0][0].shape[-2] if prefix else 0
-        layers = len(new_cache(config).layers)
         # one block: large enough that the allocator maps it apart from the heap and hands it back
         # whole when the store goes, where per-layer buffers would stay behind in the heap as free
         # but resident pages. Zeros: a position no row attends to still enters the attention product.
-        self.data = torch.zeros((layers, 2, rows, heads, columns, dim), dtype=dtype, device=device)
-        self.buffers = [(self.data[i, 0], self.data[i, 1]) for i in range(layers)]
-        if prefix:
-            for (k, v), (pk, pv) in zip(self.buffers, prefix):
+        self.data = torch.zeros((self.layers, 2, self.tokens * self.heads * self.dim), dtype=dtype, device=device)
+        self.buffers: list[tuple[torch.Tensor, torch.Tensor]] = []
+
+    def layout(self, rows: int, columns: int) -> None:
+        """Take the front of the block as ``rows`` rows of ``columns`` positions, the shared
+        prefix in the first columns of each, for the next group."""
+        if rows * columns > self.tokens or columns < self.prefix_len:
+            raise ValueError(f"{rows} rows of {columns} positions do not fit a store of {self.tokens}")
+        size = rows * self.heads * columns * self.dim
+        block = self.data[:, :, :size].view(self.layers, 2, rows, self.heads, columns, self.dim)
+        self.buffers = [(block[i, 0], block[i, 1]) for i in range(self.layers)]
+        if self.prefix:
+            for (k, v), (pk, pv) in zip(self.buffers, self.prefix):
                 k[:, :, : self.prefix_len] = pk
                 v[:, :, : self.prefix_len] = pv
 
     def cache(self, start: int, stop: int, filled: int) -> DynamicCache:
-        """A cache over rows ``[start, stop)`` that holds their first ``filled`` positions."""
+        """A cache over rows ``[start, stop)`` of the current layout that holds their first
+        ``filled`` positions."""
+        if not self.buffers:
+            raise RuntimeError("RowStore.cache before RowStore.layout")
         cache = DynamicCache(config=self.config)
         cache.layers = [StoredLayer(k[start:stop], v[start:stop], filled) for k, v in self.buffers]
         return cache

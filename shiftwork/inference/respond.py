@@ -3,12 +3,14 @@
 The stability study asks two things of every model input x_v: its greedy response, and the
 probe measurements of its prompt's baseline response r_0 teacher-forced after it (see
 :mod:`shiftwork.inference.probe`). Both start with the same pass over x_v, so here it runs once.
-Rows run in length-sorted groups of at least ``MIN_DECODE_ROWS`` on a CPU (a decoding step
-costs nearly as much for 16 rows as for 128 there), each group in three steps:
+Rows run in length-sorted groups of ``MIN_DECODE_ROWS`` on a CPU (a decoding step costs nearly
+as much for 16 rows as for 128 there), or fewer where a group's longest input would not fit
+them into the key/value store (:class:`~shiftwork.inference.kvcache.RowStore`, allocated once
+per job, ``CPU_STORE_BYTES`` at most on a CPU, so that a job's memory follows neither its size
+nor its longest input). Each group runs in three steps:
 
 1. its inputs run in length-sorted chunks of ``batch_size`` rows, after the shared prefix's
-   cached keys and values, straight into the group's rows of one key/value store
-   (:class:`~shiftwork.inference.kvcache.RowStore`, allocated once per job); each pass gives
+   cached keys and values, straight into the group's rows of the store; each pass gives
    every layer's state at the input's last token (the activation axis) and the final state
    that predicts the first new token;
 2. with references, each chunk's r_0 runs next on that chunk's cache in one teacher-forced
@@ -30,7 +32,7 @@ from typing import Iterator, Sequence
 import torch
 
 from ..models.loading import LoadedModel
-from .batching import generation_row_bytes, plan_batch_size, probe_row_bytes
+from .batching import budget_groups, generation_row_bytes, kv_token_bytes, plan_batch_size, probe_row_bytes
 from .generation import (
     Generation,
     _hf_generate,
@@ -59,6 +61,11 @@ from .probe import (
 # Rows decoded together at least, on a CPU (SmolLM2-135M, 2 threads: 7.6 ms per row and step at
 # 16 rows, 3.4 at 64, 2.8 at 128).
 MIN_DECODE_ROWS = 128
+
+# Bytes of the key/value store on a CPU at most (unless one row of the longest input needs more):
+# a group of long inputs decodes fewer rows, so that a job's memory follows neither its size nor
+# its longest input. 896 MiB hold 128 rows of 159 positions of SmolLM2-135M in float32.
+CPU_STORE_BYTES = 896 * 2**20
 
 
 @dataclass
@@ -207,22 +214,30 @@ def answer_batches(
     if not inputs:
         return
     encoded, eos, pad_id = encode_inputs(lm, inputs)
+    lengths = [len(e) for e in encoded]
     longest_ref = max((len(r) for r in response_ids(lm, references)), default=0) if references is not None else 0
-    longest = max(len(e) for e in encoded) + max(max_new_tokens, longest_ref)
+    extra = max(max_new_tokens, longest_ref)  # positions a row takes after its input
+    longest = max(lengths) + extra
     row_bytes = generation_row_bytes(lm.model.config, lm.dtype, longest) + probe_row_bytes(lm.model.config, lm.dtype, longest)
     batch_size = plan_batch_size(lm.device, batch_size, row_bytes)
     body = backbone(lm.model)
     fast = fast_path(lm.model) and plain_attention(new_cache(lm.model.config), longest)
     prefix = shared_prefix(body, encoded, longest) if fast else None
-    # on a GPU the planned batch already fills the memory set aside for it
     group_size = max(batch_size, MIN_DECODE_ROWS) if fast and lm.device.type == "cpu" else batch_size
-    store = None
-    if fast:
-        store = RowStore(lm.model.config, min(group_size, len(encoded)), longest, lm.dtype, lm.device,
-                         prefix.states if prefix is not None else None)
-    for group in length_sorted_batches([len(e) for e in encoded], group_size):
+    if not fast:
+        groups = length_sorted_batches(lengths, group_size)
+    else:
+        budget = group_size * longest  # on a GPU the planned batch already fits the memory set aside
+        if lm.device.type == "cpu":
+            budget = CPU_STORE_BYTES // kv_token_bytes(lm.model.config, lm.dtype)
+        groups = budget_groups(lengths, group_size, budget, extra)
+        # the largest group's layout: the budget for a large job, less for a small one
+        tokens = max(len(g) * (max(lengths[i] for i in g) + extra) for g in groups)
+        store = RowStore(lm.model.config, tokens, lm.dtype, lm.device, prefix.states if prefix is not None else None)
+    for group in groups:
         with torch.inference_mode():
             if fast:
+                store.layout(len(group), max(lengths[i] for i in group) + extra)
                 yield _answer_group(lm, body, encoded, group, batch_size, prefix, store, references, max_new_tokens,
                                     eos, pad_id)
             else:
