@@ -231,13 +231,14 @@ def answer_batches(
         if lm.device.type == "cpu":
             budget = CPU_STORE_BYTES // kv_token_bytes(lm.model.config, lm.dtype)
         groups = budget_groups(lengths, group_size, budget, extra)
+        columns = [lengths[g[0]] + extra for g in groups]  # a group's first row is its longest
         # the largest group's layout: the budget for a large job, less for a small one
-        tokens = max(len(g) * (max(lengths[i] for i in g) + extra) for g in groups)
+        tokens = max(len(g) * c for g, c in zip(groups, columns))
         store = RowStore(lm.model.config, tokens, lm.dtype, lm.device, prefix.states if prefix is not None else None)
-    for group in groups:
+    for n, group in enumerate(groups):
         with torch.inference_mode():
             if fast:
-                store.layout(len(group), max(lengths[i] for i in group) + extra)
+                store.layout(len(group), columns[n])
                 yield _answer_group(lm, body, encoded, group, batch_size, prefix, store, references, max_new_tokens,
                                     eos, pad_id)
             else:
