@@ -18,7 +18,8 @@ MAX_GROWTH = 16
 MEMORY_SHARE = 0.5
 
 
-def _dims(config: Any) -> dict[str, int]:
+def model_dims(config: Any) -> dict[str, int]:
+    """Layer count, head counts, sizes and vocabulary of a (text) model config, with the usual defaults."""
     text = config.get_text_config() if hasattr(config, "get_text_config") else config
     heads = int(getattr(text, "num_attention_heads", 1) or 1)
     hidden = int(getattr(text, "hidden_size", 0) or 0)
@@ -35,14 +36,14 @@ def _dims(config: Any) -> dict[str, int]:
 
 def kv_token_bytes(config: Any, dtype: torch.dtype) -> int:
     """Bytes of keys and values one token position holds across all layers."""
-    d = _dims(config)
+    d = model_dims(config)
     return d["layers"] * 2 * d["kv_heads"] * d["head_dim"] * torch.empty((), dtype=dtype).element_size()
 
 
 def generation_row_bytes(config: Any, dtype: torch.dtype, length: int) -> int:
     """Working memory of one row generating up to ``length`` tokens in all: its key/value cache,
     the prompt pass's activations and the last position's logits."""
-    d = _dims(config)
+    d = model_dims(config)
     size = torch.empty((), dtype=dtype).element_size()
     kv = kv_token_bytes(config, dtype) * length
     activations = length * (4 * d["hidden"] + 2 * d["intermediate"]) * size + d["heads"] * length * length * 4
@@ -52,7 +53,7 @@ def generation_row_bytes(config: Any, dtype: torch.dtype, length: int) -> int:
 def probe_row_bytes(config: Any, dtype: torch.dtype, length: int) -> int:
     """Working memory of one probed row of ``length`` tokens: every layer's hidden states (kept
     for the activation axis), the attention and MLP activations of one layer."""
-    d = _dims(config)
+    d = model_dims(config)
     size = torch.empty((), dtype=dtype).element_size()
     states = (d["layers"] + 1) * length * d["hidden"] * size
     activations = length * (4 * d["hidden"] + 2 * d["intermediate"]) * size + d["heads"] * length * length * 4
@@ -71,13 +72,18 @@ def plan_batch_size(device: torch.device, requested: int, row_bytes: int) -> int
     return max(requested, min(requested * MAX_GROWTH, fits))
 
 
+def longest_first(lengths: Sequence[int]) -> np.ndarray:
+    """Indices by length, longest first; equal lengths keep their order."""
+    return np.argsort(-np.asarray(lengths), kind="stable")
+
+
 def budget_groups(lengths: Sequence[int], max_rows: int, tokens: int, extra: int = 0) -> list[np.ndarray]:
-    """Indices in groups, longest first (in the order of ``length_sorted_batches``), each of at
+    """Indices in groups, in the order of :func:`longest_first`, each of at
     most ``max_rows`` rows and of as many as fit in ``tokens`` positions when every row of the
     group takes its longest length plus ``extra``; always at least one row."""
     if max_rows < 1:
         raise ValueError(f"max_rows must be >= 1, got {max_rows}")
-    order = np.argsort(-np.asarray(lengths), kind="stable")
+    order = longest_first(lengths)
     groups, start = [], 0
     while start < len(order):
         rows = max(1, min(max_rows, tokens // (int(lengths[order[start]]) + extra)))

@@ -22,7 +22,7 @@ import numpy as np
 import torch
 
 from ..models.loading import LoadedModel
-from .batching import generation_row_bytes, plan_batch_size
+from .batching import generation_row_bytes, longest_first, plan_batch_size
 from .formatting import adds_special_tokens, trim_response
 from .kvcache import new_cache
 from .prefix import Prefix, cache_argument, shared_prefix
@@ -40,7 +40,7 @@ def length_sorted_batches(lengths: Sequence[int], batch_size: int) -> list[np.nd
     """Indices grouped into batches of similar length, longest first (so memory peaks early)."""
     if batch_size < 1:
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
-    order = np.argsort(-np.asarray(lengths), kind="stable")
+    order = longest_first(lengths)
     return [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
 
 

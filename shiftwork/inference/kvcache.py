@@ -16,6 +16,8 @@ from typing import Any, Sequence
 import torch
 from transformers.cache_utils import DynamicCache, DynamicLayer, DynamicSlidingWindowLayer
 
+from .batching import model_dims
+
 
 class GrowingLayer(DynamicLayer):
     """A ``DynamicLayer`` whose states live in a buffer with room for ``room`` more tokens than
@@ -156,8 +158,8 @@ class RowStore:
 
     def __init__(self, config: Any, tokens: int, dtype: torch.dtype, device: torch.device,
                  prefix: Sequence[tuple[torch.Tensor, torch.Tensor]] | None = None):
-        self.heads = getattr(config, "num_key_value_heads", None) or config.num_attention_heads
-        self.dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+        dims = model_dims(config)
+        self.heads, self.dim = dims["kv_heads"], dims["head_dim"]
         self.config, self.tokens, self.prefix = config, int(tokens), prefix
         self.layers = len(new_cache(config).layers)
         self.prefix_len = prefix[0][0].shape[-2] if prefix else 0
