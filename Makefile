@@ -43,13 +43,16 @@ format: $(STAMP)
 clean-results:
 	rm -rf results logs benchmarks
 
+# the record of a prepared model (results/models/NAME/SOURCE/shiftwork.json) and its folder
+record = $(shell $(BIN)/python -m shiftwork.models.prepare $(1))
+
 bench-load: $(STAMP)
-	$(BIN)/snakemake --cores $(CORES) results/models/smollm2-135m-instruct results/models/gemma3-270m
-	$(BIN)/python bench/model_load.py results/models/smollm2-135m-instruct
-	$(BIN)/python bench/model_load.py results/models/gemma3-270m
+	$(BIN)/snakemake --cores $(CORES) $(call record,smollm2-135m-instruct) $(call record,gemma3-270m)
+	$(BIN)/python bench/model_load.py $(dir $(call record,smollm2-135m-instruct))
+	$(BIN)/python bench/model_load.py $(dir $(call record,gemma3-270m))
 
 # Throughput of the generate job (responses and probes) against the one-variant-at-a-time loop (README: Benchmark);
 # e.g. `make bench BENCH_ARGS="--runs 1 --scales"` for a quicker look.
 bench: $(STAMP)
-	$(BIN)/snakemake --cores $(CORES) results/models/smollm2-135m-instruct
+	$(BIN)/snakemake --cores $(CORES) $(call record,smollm2-135m-instruct)
 	CORES=$(CORES) $(BIN)/python bench/throughput.py $(BENCH_ARGS)

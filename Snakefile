@@ -22,3 +22,9 @@ rule all:
     default_target: True
     input:
         all_targets(),
+
+
+# Before any job is planned: locks left by a killed run are removed, and damaged outputs stop
+# the run with the command that rebuilds them (rules/common.smk: check_before_run).
+if workflow.is_main_process:
+    check_before_run()

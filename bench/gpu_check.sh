@@ -30,7 +30,7 @@ except ImportError:
     print("gpu_check: flash_attn not installed; attention runs through sdpa")
 PYEOF
 
-[ -d results/models/smollm2-135m-instruct ] || "$PY" -m snakemake --cores 4 results/models/smollm2-135m-instruct
+"$PY" -m snakemake --cores 4 "$("$PY" -m shiftwork.models.prepare smollm2-135m-instruct)"
 
 echo "gpu_check: 1/2 equality in float32"
 "$PY" bench/throughput.py --dtype float32 --prompts 4 --runs 1 --scales --threads 4 \

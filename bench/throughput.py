@@ -61,9 +61,9 @@ VARIANT_SETTINGS = {
 
 def bench_prompts(config: dict, n_prompts: int) -> pd.DataFrame:
     """``n_prompts`` prompts taken in turn from each packaged prompt set (all rows, source order)."""
-    from shiftwork.prompt_sets import load_prompts
+    from shiftwork.prompt_sets import read_prompts
 
-    sets = [load_prompts(name, {**spec, "n": 10**9}, ROOT) for name, spec in config["datasets"].items()]
+    sets = [read_prompts(name, spec, ROOT) for name, spec in config["datasets"].items()]
     rows = []
     for i in range(max(len(s) for s in sets)):
         rows.extend(s.iloc[i] for s in sets if i < len(s))
@@ -448,7 +448,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--runs", type=int, default=3)
     p.add_argument("--scales", type=int, nargs="*", default=[1, 2, 4])
     p.add_argument("--tol", type=float, default=1e-3)
-    p.add_argument("--model-dir", default=str(ROOT / "results" / "models" / MODEL))
+    from shiftwork.models.prepare import prepared_dir
+
+    p.add_argument("--model-dir", default=str(prepared_dir(MODEL, spec, ROOT / "results")))
     p.add_argument("--max-new-tokens", type=int, default=config["stability"]["generation"]["max_new_tokens"])
     p.add_argument("--batch-size", type=int, default=spec["batch_size"], help="default: the model's in the config")
     p.add_argument("--dtype", default=spec["dtype"])

@@ -3,11 +3,14 @@ import re
 import sys
 from pathlib import Path
 
+from snakemake.logging import logger
 from snakemake.utils import validate
 
 sys.path.insert(0, str(Path(workflow.basedir)))
 
 from shiftwork.config import check_config, run_steps, uses_rewriter
+from shiftwork.integrity import check_outputs, clear_stale_locks
+from shiftwork.models.prepare import INFO_FILE, preparation, prepared_dir
 
 # Our own check first: it names every offending key; validate() then fills in defaults.
 check_config(config, root=".")
@@ -42,16 +45,27 @@ wildcard_constraints:
     step=r"\d+",
 
 
-def model_spec(wildcards):
-    return config["models"][wildcards.model]
-
-
 def dataset_spec(wildcards):
     return config["datasets"][wildcards.dataset]
 
 
-def rewriter_dir(wildcards):
-    return f"results/models/{STRUCTURAL['rewriter']}"
+def dataset_file(wildcards):
+    source = config["datasets"][wildcards.dataset]["source"]
+    return source["path"] if source["kind"] == "file" else []
+
+
+def prepared(name):
+    """The record of a prepared model (rule prepare_model); its directory holds the weights."""
+    return str(prepared_dir(name, config["models"][name]) / INFO_FILE)
+
+
+def model_preparation(wildcards):
+    """What prepare_model depends on (not batch size or dtype, which later jobs use)."""
+    return preparation(config["models"][wildcards.model])
+
+
+def rewriter_model(wildcards):
+    return prepared(STRUCTURAL["rewriter"])
 
 
 def rewriter_batch_size(wildcards):
@@ -133,6 +147,10 @@ def probe_shards(wildcards):
     )
 
 
+def evaluated_model(wildcards):
+    return prepared(wildcards.model)
+
+
 def model_batch_size(wildcards):
     return config["models"][wildcards.model]["batch_size"]
 
@@ -151,7 +169,7 @@ def score_inputs(wildcards):
         "probes": f"results/stability/probes/{wildcards.model}/{wildcards.dataset}.parquet",
     }
     if JUDGE:
-        inputs["judge"] = f"results/models/{JUDGE}"
+        inputs["judge"] = prepared(JUDGE)
     return inputs
 
 
@@ -175,8 +193,8 @@ def run_model_name(wildcards):
     return RUNS[wildcards.run]["model"]
 
 
-def run_model_dir(wildcards):
-    return f"results/models/{RUNS[wildcards.run]['model']}"
+def run_model(wildcards):
+    return prepared(RUNS[wildcards.run]["model"])
 
 
 def run_finetune_settings(wildcards):
@@ -188,7 +206,7 @@ def run_seed(wildcards):
 
 
 def evaluate_inputs(wildcards):
-    inputs = {"suite": run_suite(wildcards), "model": run_model_dir(wildcards)}
+    inputs = {"suite": run_suite(wildcards), "model": run_model(wildcards)}
     if "finetune" in RUNS[wildcards.run]:
         inputs["checkpoints"] = f"results/trajectory/runs/{wildcards.run}/checkpoints"
     return inputs
@@ -247,6 +265,21 @@ def all_targets():
     return targets
 
 
+def producer_rule(path):
+    """The rule whose output ``path`` is, or None."""
+    return next((r.name for r in workflow.rules if r.is_producer(path)), None)
+
+
+def check_before_run():
+    stale = clear_stale_locks()
+    if stale:
+        logger.warning(
+            f"shiftwork: removed {len(stale)} Snakemake lock file(s) left by a run that was "
+            "killed (no other run of this workflow is alive in this directory)"
+        )
+    check_outputs("results", producer_rule)
+
+
 def rewrite_cache(wildcards):
     return (
         f"results/cache/rewrites/{STRUCTURAL['rewriter']}/{wildcards.dataset}.parquet"
@@ -268,7 +301,7 @@ wildcard_constraints:
 
 
 def organism_base_model(wildcards):
-    return f"results/models/{ORGANISM_SFT[wildcards.organism]['model']}"
+    return prepared(ORGANISM_SFT[wildcards.organism]["model"])
 
 
 def organism_of(wildcards):

@@ -1,13 +1,19 @@
+# One folder per model source (shiftwork.models.prepare.source_key): a changed or mistyped
+# source is prepared beside the working model, never over it, and going back to the old source
+# finds the old folder and everything built from it. The output is the folder's record; the
+# weights beside it are written to a temporary folder and swapped in whole.
 rule prepare_model:
     output:
-        directory("results/models/{model}"),
+        "results/models/{model}/{source}/shiftwork.json",
     log:
-        "logs/prepare_model/{model}.log",
+        "logs/prepare_model/{model}/{source}.log",
     benchmark:
-        "benchmarks/prepare_model/{model}.tsv"
+        "benchmarks/prepare_model/{model}/{source}.tsv"
+    wildcard_constraints:
+        source=r"[a-z_]+-[0-9a-f]{12}",
     conda:
         "../envs/shiftwork.yaml"
     params:
-        spec=model_spec,
+        spec=model_preparation,
     script:
         "../scripts/prepare_model.py"

@@ -2,7 +2,7 @@
 rule generate:
     input:
         variants="results/stability/filtered/{dataset}.parquet",
-        model="results/models/{model}",
+        model=evaluated_model,
     output:
         generations="results/stability/generations/{model}/{dataset}.parquet",
         probes="results/stability/probes/{model}/{dataset}.parquet",

@@ -14,7 +14,7 @@ rule make_suite:
 rule finetune:
     input:
         suite=run_suite,
-        model=run_model_dir,
+        model=run_model,
     output:
         checkpoints=directory("results/trajectory/runs/{run}/checkpoints"),
     log:

@@ -1,6 +1,10 @@
+# A prompt set read from a file is an input, so editing the file reruns its jobs (Snakemake
+# compares checksums of files up to 1 MB, so a touch without an edit reruns nothing).
 rule sample_prompts:
+    input:
+        data=dataset_file,
     output:
-        prompts="results/stability/prompts/{dataset}.parquet",
+        prompts=update("results/stability/prompts/{dataset}.parquet"),
     log:
         "logs/sample_prompts/{dataset}.log",
     conda:
@@ -14,7 +18,7 @@ rule sample_prompts:
 rule rewrite_prompts:
     input:
         prompts="results/stability/prompts/{dataset}.parquet",
-        model=rewriter_dir,
+        model=rewriter_model,
     output:
         rewrites="results/stability/rewrites/{dataset}.parquet",
     log:

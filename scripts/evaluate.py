@@ -12,7 +12,7 @@ with log_to(snakemake.log[0]), claim_gpu():
 
     set_threads(snakemake.threads)
     evaluate_checkpoint(
-        snakemake.input.model,
+        str(Path(snakemake.input.model).parent),
         snakemake.params.checkpoint,
         snakemake.input.suite,
         snakemake.wildcards.run,

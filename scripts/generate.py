@@ -11,7 +11,7 @@ with log_to(snakemake.log[0]), claim_gpu():
 
     generate_and_probe(
         snakemake.input.variants,
-        snakemake.input.model,
+        str(Path(snakemake.input.model).parent),
         snakemake.wildcards.model,
         snakemake.output.generations,
         snakemake.output.probes,

@@ -6,4 +6,4 @@ from shiftwork.logs import log_to
 from shiftwork.steps import prepare_model
 
 with log_to(snakemake.log[0]):
-    prepare_model(snakemake.wildcards.model, snakemake.params.spec, snakemake.output[0])
+    prepare_model(snakemake.wildcards.model, snakemake.params.spec, str(Path(snakemake.output[0]).parent))

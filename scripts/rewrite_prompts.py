@@ -11,7 +11,7 @@ with log_to(snakemake.log[0]), claim_gpu():
 
     rewrite_prompts(
         snakemake.input.prompts,
-        snakemake.input.model,
+        str(Path(snakemake.input.model).parent),
         snakemake.params.settings,
         snakemake.output.rewrites,
         cache_path=snakemake.params.cache,

@@ -15,5 +15,5 @@ with log_to(snakemake.log[0]), claim_gpu():
         snakemake.params.encoder,
         snakemake.params.encoder_spec,
         snakemake.output.deltas,
-        judge_dir=snakemake.input.get("judge"),
+        judge_dir=snakemake.input.get("judge") and str(Path(snakemake.input.judge).parent),
     )

@@ -12,7 +12,7 @@ with log_to(snakemake.log[0]), claim_gpu():
 
     set_threads(snakemake.threads)
     run_sft(
-        snakemake.input.model,
+        str(Path(snakemake.input.model).parent),
         snakemake.input.sft,
         snakemake.params.train,
         snakemake.params.seed,

@@ -229,6 +229,44 @@ def path_errors(config: Mapping[str, Any], root: str | Path = ".") -> list[str]:
     return errors
 
 
+def used_models(config: Mapping[str, Any]) -> list[str]:
+    """Registered models that the config's study sections use (evaluated, rewriter, judge,
+    fine-tuned): any of them can be a target, whatever ``studies`` lists."""
+    names: list[str] = []
+    st = config.get("stability") or {}
+    if st:
+        names += list(st.get("models") or [])
+        structural = (st.get("variants") or {}).get("structural") or {}
+        if uses_rewriter(structural) and structural.get("rewriter"):
+            names.append(structural["rewriter"])
+        if (st.get("axes") or {}).get("judge"):
+            names.append(st["axes"]["judge"])
+    names += [run.get("model") for run in ((config.get("trajectory") or {}).get("runs") or {}).values()]
+    names += [spec.get("model") for spec in ((config.get("organisms") or {}).get("sft") or {}).values() if "path" not in spec]
+    return [n for n in dict.fromkeys(names) if n in (config.get("models") or {})]
+
+
+def content_errors(config: Mapping[str, Any], root: str | Path = ".") -> list[str]:
+    """What would make a job fail that can be seen before any job runs: a model source that
+    cannot work (checked without loading weights) and, for prompt sets read from files, every
+    row (read and sampled exactly as ``sample_prompts`` will)."""
+    from .models.sources import source_problems
+    from .prompt_sets import DatasetError, load_prompts
+
+    errors = []
+    for name in used_models(config):
+        errors += [f"config key 'models.{name}.source': {p}" for p in source_problems(name, config["models"][name]["source"])]
+    for name in (config.get("stability") or {}).get("datasets") or []:
+        spec = (config.get("datasets") or {}).get(name) or {}
+        if (spec.get("source") or {}).get("kind") != "file":
+            continue
+        try:
+            load_prompts(name, spec, root)
+        except DatasetError as err:
+            errors.append(f"config key 'datasets.{name}': {err}")
+    return errors
+
+
 def run_steps(run: Mapping[str, Any]) -> list[int]:
     """Checkpoint steps of a trajectory run: from its fine-tuning schedule or its checkpoint list."""
     if "finetune" in run:
@@ -240,11 +278,14 @@ def run_steps(run: Mapping[str, Any]) -> list[int]:
 
 def check_config(config: Mapping[str, Any], schema: Mapping[str, Any] | None = None, root: str | Path | None = None) -> None:
     """Raise :class:`ConfigError` listing every problem, each naming its config key.
-    With ``root``, also check that local files the config names exist (relative to ``root``)."""
+    With ``root``, also check that local files the config names exist (relative to ``root``),
+    that model sources can work and that every row of a file prompt set is usable."""
     problems = schema_errors(config, schema)
     if not problems:
         problems = reference_errors(config)
     if not problems and root is not None:
         problems = path_errors(config, root)
+    if not problems and root is not None:
+        problems = content_errors(config, root)
     if problems:
         raise ConfigError("invalid configuration:\n  - " + "\n  - ".join(problems))

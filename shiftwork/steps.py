@@ -13,15 +13,19 @@ from .encoders import Encoder, encoder_model_type, packaged_baseline
 from .logs import LOGGER
 from .models.loading import load_prepared
 from .models.prepare import prepare_model as _prepare_model
-from .models.prepare import read_info
+from .models.prepare import read_info, source_key
+from .models.sources import ModelSourceError
 from .prompt_sets import load_prompts
 from .provenance import make_provenance
-from .tables import read_table, write_table, write_text
+from .tables import read_cache, read_table, write_table, write_text
 from .variants.build import build_variants
 from .variants.structural import merge_cache, rewrite_requests, run_rewrites
 
 
 def prepare_model(name: str, spec: Mapping[str, Any], out_dir: str) -> None:
+    if Path(out_dir).name != source_key(spec):
+        raise ModelSourceError(f"model '{name}': {out_dir} is not the folder of its configured source, "
+                               f"{source_key(spec)}; ask for models through the workflow's targets")
     info = _prepare_model(name, spec, out_dir)
     LOGGER.info("prepared %s: %s parameters, digest %s, %.1f s", name, info["n_parameters"],
                 info["weight_digest"][:12], info["prepare_seconds"])
@@ -51,7 +55,7 @@ def rewrite_prompts(
     prompts = read_table(prompts_path, ["prompt_id", "prompt"])
     info = read_info(model_dir)
     requests = rewrite_requests(prompts, settings.get("lengths", []), settings.get("form", True))
-    cache = read_table(cache_path) if Path(cache_path).exists() else None
+    cache = read_cache(cache_path, ["cache_key", "instruction", "rewrite"])
     max_new = int(settings.get("max_new_tokens", 160))
     lm_holder: dict[str, Any] = {}
 

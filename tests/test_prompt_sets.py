@@ -13,8 +13,8 @@ def write_jsonl(path, rows):
     return path
 
 
-def spec(path, **fields):
-    return {"source": {"kind": "file", "path": str(path)}, "fields": fields or {"prompt": "q"}, "n": 16, "seed": 0}
+def spec(path, n=3, **fields):
+    return {"source": {"kind": "file", "path": str(path)}, "fields": fields or {"prompt": "q"}, "n": n, "seed": 0}
 
 
 def test_jsonl_csv_parquet_give_the_same_table(tmp_path):
@@ -23,7 +23,7 @@ def test_jsonl_csv_parquet_give_the_same_table(tmp_path):
     pd.DataFrame(rows).to_csv(tmp_path / "p.csv", index=False)
     pd.DataFrame(rows).to_parquet(tmp_path / "p.parquet")
     tables = [
-        load_prompts("toy", spec(tmp_path / f"p.{ext}", prompt="q", id="key", answer="a")) for ext in ("jsonl", "csv", "parquet")
+        load_prompts("toy", spec(tmp_path / f"p.{ext}", n=5, prompt="q", id="key", answer="a")) for ext in ("jsonl", "csv", "parquet")
     ]
     for t in tables:
         assert t["prompt_id"].tolist() == ["k0", "k1", "k2", "k3", "k4"]
@@ -84,3 +84,49 @@ def test_embedded_prompt_sets(root):
                                 "fields": {"prompt": "prompt", "id": "id"}, "n": 16}, root)
         assert len(t) == 16, name
         assert t["prompt_id"].is_unique
+
+
+def test_rows_name_file_and_line(tmp_path):
+    # a blank line between rows: row 2 is on line 3
+    (tmp_path / "g.jsonl").write_text('{"q": "Fine?"}\n\n{"q": ""}\n')
+    with pytest.raises(DatasetError) as info:
+        load_prompts("gap", spec(tmp_path / "g.jsonl", n=2))
+    assert str(info.value) == f"dataset 'gap', row 2 ({tmp_path / 'g.jsonl'} line 3): prompt field 'q' is empty"
+    (tmp_path / "a.jsonl").write_text('{"q": "Fine?"}\n["q", "x"]\n')
+    with pytest.raises(DatasetError, match=r"a.jsonl line 2 is not a JSON object \(got list\)"):
+        load_prompts("arr", spec(tmp_path / "a.jsonl", n=1))
+    write_jsonl(tmp_path / "i.jsonl", [{"q": "A?", "id": "a"}, {"q": "B?"}])
+    with pytest.raises(DatasetError, match=r"row 2 \(.*i.jsonl line 2\): id field 'id' is missing"):
+        load_prompts("ids", spec(tmp_path / "i.jsonl", n=2, prompt="q", id="id"))
+    (tmp_path / "c.csv").write_text("q,k\nA?,1\n,2\n")
+    with pytest.raises(DatasetError, match=r"row 2 \(.*c.csv data row 2\): prompt field 'q' is empty"):
+        load_prompts("csv", spec(tmp_path / "c.csv", n=2))
+
+
+def test_byte_order_mark_is_accepted_in_jsonl_and_csv(tmp_path):
+    (tmp_path / "b.jsonl").write_bytes(b"\xef\xbb\xbf" + '{"q": "Caf\u00e9?"}\n{"q": "Two?"}\n'.encode())
+    (tmp_path / "b.csv").write_bytes(b"\xef\xbb\xbf" + "q\nCaf\u00e9?\nTwo?\n".encode())
+    for name in ("b.jsonl", "b.csv"):
+        t = load_prompts("bom", spec(tmp_path / name, n=2))
+        assert t["prompt"].tolist() == ["Caf\u00e9?", "Two?"], name
+
+
+def test_bytes_that_are_not_utf8_are_named_with_their_line(tmp_path):
+    # line 3, fourth byte: 0xe9 is Latin-1 for an e with an acute accent
+    (tmp_path / "l.jsonl").write_bytes(b'{"q": "A?"}\n{"q": "B?"}\n{"q\xe9": "C?"}\n')
+    with pytest.raises(DatasetError) as info:
+        load_prompts("latin", spec(tmp_path / "l.jsonl"))
+    assert str(info.value) == (
+        f"dataset 'latin': {tmp_path / 'l.jsonl'} line 3, byte 4: 0xe9 is not UTF-8; save the file as UTF-8"
+    )
+    (tmp_path / "l.csv").write_bytes(b"q\nfine\ncaf\xe9\n")
+    with pytest.raises(DatasetError, match=r"l.csv line 3, byte 4: 0xe9 is not UTF-8"):
+        load_prompts("latin", spec(tmp_path / "l.csv", n=2))
+
+
+def test_sample_larger_than_the_set_is_an_error(tmp_path):
+    write_jsonl(tmp_path / "s.jsonl", [{"q": f"Q{i}?"} for i in range(4)])
+    assert len(load_prompts("small", spec(tmp_path / "s.jsonl", n=4))) == 4
+    with pytest.raises(DatasetError) as info:
+        load_prompts("small", spec(tmp_path / "s.jsonl", n=5))
+    assert str(info.value).endswith("has 4 prompts; set datasets.small.n to at most 4")

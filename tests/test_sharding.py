@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 import yaml
 
+from shiftwork.models.prepare import prepared_dir
 from shiftwork.provenance import make_provenance
 from shiftwork.stability_steps import merge_shards, shard_rows
 from shiftwork.tables import read_provenance, write_table
@@ -45,7 +46,7 @@ def make_workdir(work: Path, cfg: dict, prepared_model: Path) -> Path:
     (work / "config").mkdir(parents=True)
     (work / "config" / "config.yaml").write_text(yaml.safe_dump(cfg))
     # the session's prepared model, hard-linked (no copy of the weights)
-    shutil.copytree(prepared_model, work / "results" / "models" / MODEL, copy_function=os.link)
+    shutil.copytree(prepared_model, prepared_dir(MODEL, cfg["models"][MODEL], work / "results"), copy_function=os.link)
     return work
 
 

@@ -27,6 +27,7 @@ import pandas as pd
 import pytest
 import yaml
 
+from shiftwork.models.prepare import prepared_dir
 from shiftwork.tables import read_provenance
 from test_sharding import MODEL, by_variant, job_counts, make_workdir, tiny_config
 
@@ -158,7 +159,7 @@ def local_run(cluster, tmp_path_factory, prepared_smollm):
 def slurm_runs(cluster, local_run, tmp_path_factory, prepared_smollm):
     """Run 1 with a broken model (the generate jobs fail), run 2 repaired (completes)."""
     work = make_workdir(tmp_path_factory.mktemp("slurm"), tiny_config(3, shard_size=2), prepared_smollm)
-    model_config = work / "results" / "models" / MODEL / "config.json"
+    model_config = prepared_dir(MODEL, tiny_config(3)["models"][MODEL], work / "results") / "config.json"
     model_config.unlink()  # a hard link to the session's model: replace it, never write through it
     model_config.write_text("{ this is not json")
     args = ["--profile", str(ROOT / "profiles" / "slurm"),

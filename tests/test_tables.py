@@ -2,7 +2,7 @@ import pandas as pd
 import pytest
 
 from shiftwork.provenance import digest, make_provenance
-from shiftwork.tables import TableError, TableWriter, read_provenance, read_table, write_table
+from shiftwork.tables import TableError, TableWriter, read_cache, read_provenance, read_table, table_problem, write_table
 
 
 def test_write_read_with_provenance(tmp_path):
@@ -42,3 +42,47 @@ def test_streaming_writer_commits_or_leaves_nothing(tmp_path):
             w.write(pd.DataFrame({"i": [1]}))
             raise RuntimeError("killed mid-way")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["s.parquet"]
+
+
+def _table(tmp_path, name="t.parquet", n=2000):
+    df = pd.DataFrame({"i": range(n), "s": [f"row {i}" for i in range(n)]})
+    return write_table(df, tmp_path / name, {"step": "unit"}), df
+
+
+def test_truncated_table_is_named_with_how_to_rebuild_it(tmp_path):
+    path, _ = _table(tmp_path)
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])
+    assert "not a complete Parquet file" in table_problem(path)
+    with pytest.raises(TableError) as info:
+        read_table(path)
+    msg = str(info.value)
+    assert msg.startswith(f"table {path} is unreadable: not a complete Parquet file")
+    assert msg.endswith(f"rm '{path}'")
+
+
+def test_damaged_page_is_caught_by_its_checksum(tmp_path):
+    path, df = _table(tmp_path)
+    data = bytearray(path.read_bytes())
+    # flip one byte inside the first data page (after the 4-byte magic and the page header);
+    # the footer stays intact, so only the page checksum can tell
+    data[64] ^= 0xFF
+    path.write_bytes(bytes(data))
+    assert table_problem(path) is None
+    with pytest.raises(TableError, match="its data is damaged .*CRC"):
+        read_table(path)
+
+
+def test_a_parquet_file_without_provenance_is_not_a_shiftwork_table(tmp_path):
+    pd.DataFrame({"a": [1]}).to_parquet(tmp_path / "foreign.parquet")
+    assert "no shiftwork provenance" in table_problem(tmp_path / "foreign.parquet")
+
+
+def test_a_damaged_cache_is_a_miss(tmp_path, caplog):
+    path, df = _table(tmp_path, "cache.parquet")
+    assert read_cache(path, ["i", "s"]).equals(df)
+    assert read_cache(tmp_path / "none.parquet") is None
+    assert read_cache(path, ["i", "missing"]) is None
+    path.write_bytes(path.read_bytes()[:100])
+    assert read_cache(path, ["i"]) is None
+    assert "ignoring cache" in caplog.text and str(path) in caplog.text

@@ -8,7 +8,10 @@ import pandas as pd
 import pytest
 import yaml
 
+from shiftwork.models.prepare import prepared_dir
 from test_workflow import ROOT, snakemake
+
+MODEL = "smollm2-135m-instruct"
 
 
 def tiny_trajectory_config() -> dict:
@@ -34,7 +37,8 @@ def traj_dir(tmp_path_factory, prepared_smollm):
     work = tmp_path_factory.mktemp("traj")
     (work / "config").mkdir()
     (work / "config" / "config.yaml").write_text(yaml.safe_dump(tiny_trajectory_config()))
-    shutil.copytree(prepared_smollm, work / "results" / "models" / "smollm2-135m-instruct", copy_function=os.link)
+    cfg = tiny_trajectory_config()
+    shutil.copytree(prepared_smollm, prepared_dir(MODEL, cfg["models"][MODEL], work / "results"), copy_function=os.link)
     proc = snakemake(work, "trajectory")
     assert proc.returncode == 0, proc.stderr[-4000:]
     return work
@@ -74,7 +78,7 @@ def test_checkpoint_zero_is_the_base_model(traj_dir):
     preds = pd.read_parquet(res / "eval" / "tiny-lora" / "step-0.parquet")
     suite = pd.read_parquet(res / "suites" / "tiny-nli.parquet")
     tests = suite[suite["split"] == "test"]
-    base_dir = traj_dir / "results" / "models" / "smollm2-135m-instruct"
+    base_dir = prepared_dir(MODEL, tiny_trajectory_config()["models"][MODEL], traj_dir / "results")
     model, tok, device = load_checkpoint(str(base_dir), {"path": str(base_dir)})
     base = predict(model, tok, device, tests)
     assert np.allclose(base["margin"].to_numpy(), preds["margin"].to_numpy(), atol=1e-4)

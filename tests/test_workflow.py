@@ -12,6 +12,8 @@ import pandas as pd
 import pytest
 import yaml
 
+from shiftwork.models.prepare import prepared_dir
+
 ROOT = Path(__file__).resolve().parent.parent
 PROMPTS = [
     {"id": "w1", "prompt": "What is the boiling point of water at sea level?"},
@@ -66,7 +68,8 @@ def run_dir(tmp_path_factory, prepared_smollm):
     (work / "config").mkdir()
     (work / "config" / "config.yaml").write_text(yaml.safe_dump(tiny_config(data)))
     # reuse the session's prepared model (hard links: no copy of the weights)
-    shutil.copytree(prepared_smollm, work / "results" / "models" / "smollm2-135m-instruct", copy_function=os.link)
+    spec = tiny_config(data)["models"]["smollm2-135m-instruct"]
+    shutil.copytree(prepared_smollm, prepared_dir("smollm2-135m-instruct", spec, work / "results"), copy_function=os.link)
     proc = snakemake(work)
     assert proc.returncode == 0, proc.stderr[-4000:]
     return work

@@ -9,7 +9,7 @@ from typing import Any
 import torch
 
 from ..device import ATTENTION, pick_device, pick_dtype
-from .prepare import read_info
+from .prepare import INFO_FILE, check_weights, read_info
 
 
 @dataclass
@@ -31,6 +31,7 @@ def load_prepared(
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     info = read_info(model_dir)
+    check_weights(model_dir)  # every weight file against its recorded sha256 (README: Integrity)
     dev = pick_device(device)
     torch_dtype = pick_dtype(dtype, dev)
     tok = AutoTokenizer.from_pretrained(model_dir)
@@ -53,6 +54,8 @@ def load_trainable(model_dir: str | os.PathLike, out_dir: str | os.PathLike, pad
     out = Path(out_dir)
     tmp = out.with_name(f".{out.name}.tmp")
     shutil.rmtree(tmp, ignore_errors=True)
+    if (Path(model_dir) / INFO_FILE).exists():
+        check_weights(model_dir)
     tok = AutoTokenizer.from_pretrained(model_dir)
     if tok.pad_token is None:
         tok.pad_token = tok.eos_token

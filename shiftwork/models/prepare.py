@@ -7,6 +7,7 @@ import hashlib
 import json
 import os
 import shutil
+import struct
 import time
 from pathlib import Path
 from typing import Any, Mapping
@@ -14,6 +15,24 @@ from typing import Any, Mapping
 from .sources import Located, ModelSourceError, hub_help, locate
 
 INFO_FILE = "shiftwork.json"
+
+
+def preparation(spec: Mapping[str, Any]) -> dict[str, Any]:
+    """What a prepared model depends on: its source, and whether it is a chat model."""
+    return {"source": dict(spec["source"]), "chat": bool(spec.get("chat"))}
+
+
+def source_key(spec: Mapping[str, Any]) -> str:
+    """The folder a model is prepared into, under ``results/models/<name>/``: its source kind and
+    12 hex digits of a digest of :func:`preparation`. Each source gets its own folder, so a
+    changed (or mistyped) source never overwrites a working model, and going back to the old
+    source finds it, and everything built from it, where it was."""
+    text = json.dumps(preparation(spec), sort_keys=True, default=str)
+    return f"{spec['source']['kind']}-{hashlib.sha256(text.encode()).hexdigest()[:12]}"
+
+
+def prepared_dir(name: str, spec: Mapping[str, Any], results: str | os.PathLike = "results") -> Path:
+    return Path(results) / "models" / name / source_key(spec)
 
 
 def file_digest(path: Path, chunk: int = 1 << 22) -> str:
@@ -24,16 +43,86 @@ def file_digest(path: Path, chunk: int = 1 << 22) -> str:
     return h.hexdigest()
 
 
-def weight_digest(model_dir: Path) -> str:
-    """sha256 over the directory's safetensors files, in name order."""
-    h = hashlib.sha256()
+def weight_files(model_dir: Path) -> dict[str, dict[str, Any]]:
+    """Size and sha256 of each safetensors file of a model directory, by file name."""
     files = sorted(Path(model_dir).glob("*.safetensors"))
     if not files:
         raise ModelSourceError(f"{model_dir} holds no .safetensors file")
-    for f in files:
-        h.update(f.name.encode())
-        h.update(file_digest(f).encode())
+    return {f.name: {"bytes": f.stat().st_size, "sha256": file_digest(f)} for f in files}
+
+
+def weight_digest(model_dir: Path, files: Mapping[str, Mapping[str, Any]] | None = None) -> str:
+    """sha256 over the directory's safetensors files, in name order."""
+    h = hashlib.sha256()
+    for name, entry in sorted((files or weight_files(model_dir)).items()):
+        h.update(name.encode())
+        h.update(entry["sha256"].encode())
     return h.hexdigest()
+
+
+def safetensors_problem(path: Path) -> str | None:
+    """Why ``path`` is not a complete safetensors file, from its header alone (no weights are
+    read): the header must be JSON and its tensors must end exactly where the file ends."""
+    try:
+        size = path.stat().st_size
+        with open(path, "rb") as fh:
+            head = fh.read(8)
+            if len(head) < 8:
+                return f"{size} bytes, too short for a safetensors header"
+            n = struct.unpack("<Q", head)[0]
+            if n > size - 8:
+                return f"header of {n} bytes in a file of {size} bytes (truncated)"
+            header = json.loads(fh.read(n))
+    except (OSError, ValueError) as err:
+        return f"unreadable safetensors header ({err})"
+    ends = [t["data_offsets"][1] for k, t in header.items() if k != "__metadata__"]
+    expected = 8 + n + max(ends, default=0)
+    if expected != size:
+        return f"its tensors need {expected} bytes but the file has {size} (truncated or damaged)"
+    return None
+
+
+def weights_problem(model_dir: str | os.PathLike, full: bool = False) -> str | None:
+    """Why a prepared model's weights are not the ones ``prepare_model`` recorded, or None.
+    Always checks each file's presence, size and header; ``full`` also its sha256."""
+    model_dir = Path(model_dir)
+    try:
+        info = read_info(model_dir)
+    except (ModelSourceError, ValueError) as err:
+        return str(err)
+    recorded = info.get("weight_files")
+    names = sorted(recorded) if recorded else sorted(p.name for p in model_dir.glob("*.safetensors"))
+    if not names:
+        return "no .safetensors file"
+    for name in names:
+        path = model_dir / name
+        if not path.is_file():
+            return f"{name} is missing"
+        if recorded and path.stat().st_size != recorded[name]["bytes"]:
+            return f"{name} has {path.stat().st_size} bytes where {recorded[name]['bytes']} were written"
+        if problem := safetensors_problem(path):
+            return f"{name}: {problem}"
+    if full:
+        if recorded:
+            for name in names:
+                if file_digest(model_dir / name) != recorded[name]["sha256"]:
+                    return f"{name} does not match the sha256 recorded when it was prepared"
+        elif weight_digest(model_dir) != info.get("weight_digest"):
+            return "the weights do not match the digest recorded when they were prepared"
+    return None
+
+
+def check_weights(model_dir: str | os.PathLike, full: bool = True) -> None:
+    """Raise :class:`ModelSourceError` naming the model directory and how to rebuild it."""
+    if problem := weights_problem(model_dir, full):
+        raise ModelSourceError(f"prepared model {model_dir} is damaged: {problem}. {rebuild_model_hint(model_dir)}")
+
+
+def rebuild_model_hint(model_dir: str | os.PathLike) -> str:
+    return (
+        f"It is written by rule 'prepare_model'. Rebuild it by deleting it and running snakemake again: "
+        f"rm -r '{model_dir}'"
+    )
 
 
 def _load(name: str, loc: Located, source: Mapping[str, Any]):
@@ -55,10 +144,11 @@ def _load(name: str, loc: Located, source: Mapping[str, Any]):
     try:
         tok = AutoTokenizer.from_pretrained(loc.path, **kwargs)
         model = AutoModelForCausalLM.from_pretrained(loc.path, dtype=torch.float32, **kwargs)
-    except OSError as err:
-        if source.get("kind") == "hub":
+    except Exception as err:  # safetensors, GGUF and hub clients raise many types
+        if source.get("kind") == "hub" and isinstance(err, OSError):
             raise ModelSourceError(hub_help(name, source["id"]) + f" [{err}]") from err
-        raise
+        where = f"{loc.path}/{loc.gguf_file}" if loc.gguf_file else loc.path
+        raise ModelSourceError(f"model '{name}': cannot load {where} ({type(err).__name__}: {err})") from err
     return model, tok
 
 
@@ -96,19 +186,24 @@ def prepare_model(name: str, spec: Mapping[str, Any], out_dir: str | os.PathLike
             tok.pad_token = tok.eos_token
         model.save_pretrained(tmp, safe_serialization=True)
         tok.save_pretrained(tmp)
+        files = weight_files(tmp)
         info = {
             "name": name,
-            "source": dict(spec["source"]),
-            "chat": bool(spec.get("chat")),
+            **preparation(spec),
             "model_type": model.config.model_type,
             "n_parameters": int(sum(p.numel() for p in model.parameters())),
-            "weight_digest": weight_digest(tmp),
+            "weight_files": files,
+            "weight_digest": weight_digest(tmp, files),
             "prepare_seconds": round(time.perf_counter() - start, 2),
         }
         (tmp / INFO_FILE).write_text(json.dumps(info, indent=2, sort_keys=True))
+        # swap the complete directory in: until here a previous model at out_dir is untouched
+        old = out_dir.with_name(f".{out_dir.name}.old")
+        shutil.rmtree(old, ignore_errors=True)
         if out_dir.exists():
-            shutil.rmtree(out_dir)
+            os.replace(out_dir, old)
         os.replace(tmp, out_dir)
+        shutil.rmtree(old, ignore_errors=True)
         return info
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -119,4 +214,18 @@ def read_info(model_dir: str | os.PathLike) -> dict[str, Any]:
     path = Path(model_dir) / INFO_FILE
     if not path.exists():
         raise ModelSourceError(f"{model_dir} is not a prepared model (no {INFO_FILE}); run prepare_model")
-    return json.loads(path.read_text())
+    try:
+        return json.loads(path.read_text())
+    except (ValueError, UnicodeDecodeError) as err:
+        raise ModelSourceError(f"{path} is damaged ({err}). {rebuild_model_hint(model_dir)}") from None
+
+
+if __name__ == "__main__":
+    # `python -m shiftwork.models.prepare NAME [CONFIG]`: the record of model NAME, the target
+    # that makes Snakemake prepare it (used by the Makefile's bench targets)
+    import sys
+
+    import yaml
+
+    config = yaml.safe_load(Path(sys.argv[2] if len(sys.argv) > 2 else "config/config.yaml").read_text())
+    print(prepared_dir(sys.argv[1], config["models"][sys.argv[1]]) / INFO_FILE)

@@ -105,3 +105,83 @@ def hub_help(name: str, hub_id: str) -> str:
         f"Download it where the hub is reachable, e.g. `hf download {hub_id} --local-dir DIR`, "
         f"copy DIR here and set models.{name}.source to {{kind: local, path: DIR}}"
     )
+
+
+def provided_modules(package: str) -> list[str]:
+    """Top-level modules that the installed distribution ``package`` provides ([] if none)."""
+    import importlib.metadata as md
+
+    try:
+        files = md.distribution(package).files or []
+    except md.PackageNotFoundError:
+        return []
+    tops = {f.parts[0].removesuffix(".py") for f in files if f.parts and not f.parts[0].endswith((".dist-info", ".data"))}
+    return sorted(t for t in tops if t.isidentifier())
+
+
+def _close(word: str, choices: list[str]) -> str:
+    import difflib
+
+    close = difflib.get_close_matches(word, choices, n=1)
+    return f"; did you mean '{close[0]}'?" if close else ""
+
+
+def distribution_problem(package: str, module: str) -> str | None:
+    """Why the installed distribution ``package`` does not provide ``module``, or None."""
+    import importlib.metadata as md
+
+    try:
+        dist = md.distribution(package)
+    except md.PackageNotFoundError:
+        return f"package '{package}' is not installed"
+    top = module.split(".")[0]
+    files = dist.files or []
+    if not any(f.parts and f.parts[0] in (top, f"{top}.py") for f in files):
+        return f"package '{package}' does not provide module '{module}'"
+    return None
+
+
+def source_problems(name: str, source: Mapping[str, Any]) -> list[str]:
+    """What can be checked about a model source without loading its weights: the module is
+    installed and comes from the named package, the GGUF file (or the parts of an assembled one)
+    exists, a local directory holds a config and complete safetensors files."""
+    kind = source.get("kind")
+    if kind == "gguf_package":
+        try:
+            folder = module_dir(name, source["module"], source.get("package"))
+        except ModelSourceError as err:
+            provided = provided_modules(source["package"]) if source.get("package") else None
+            if provided:
+                return [f"model '{name}': module '{source['module']}' is not installed; package "
+                        f"'{source['package']}' provides {provided}" + _close(source["module"], provided)]
+            return [str(err)]
+        problems = []
+        if source.get("package") and (problem := distribution_problem(source["package"], source["module"])):
+            problems.append(f"model '{name}': {problem} (source.package and source.module disagree)")
+        if source.get("assemble"):
+            try:
+                mod = importlib.import_module(source["module"])
+                verify = getattr(mod, "verify_chunks", None)
+                if verify is not None:
+                    verify()
+            except (ImportError, FileNotFoundError) as err:
+                problems.append(f"model '{name}': a part of the assembled GGUF of '{source['module']}' is missing ({err})")
+        elif source.get("file") and not (folder / source["file"]).is_file():
+            present = sorted(p.name for p in folder.glob("*.gguf"))
+            problems.append(f"model '{name}': source.file '{source['file']}' is not in {folder}; it holds {present}")
+        elif not source.get("file") and len(list(folder.glob("*.gguf"))) != 1:
+            present = sorted(p.name for p in folder.glob("*.gguf"))
+            problems.append(f"model '{name}': set source.file; {folder} holds GGUF files {present}")
+        return problems
+    if kind == "local":
+        from .prepare import safetensors_problem
+
+        path = Path(source["path"])
+        if not (path / "config.json").is_file():
+            return [f"model '{name}': local source {path} is not a Hugging Face model directory (no config.json)"]
+        return [
+            f"model '{name}': {f}: {problem}"
+            for f in sorted(path.glob("*.safetensors"))
+            if (problem := safetensors_problem(f))
+        ]
+    return []

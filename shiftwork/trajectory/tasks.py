@@ -55,7 +55,7 @@ def map_labels(name: str, raw: pd.Series, mapping: Mapping[Any, str]) -> pd.Seri
 
 def load_set(name: str, spec: Mapping[str, Any], split: str, set_name: str, root: str = ".") -> pd.DataFrame:
     """One labelled set from a file or hub source, mapped to the suite format and sampled."""
-    raw = read_source(name, spec, root).reset_index(drop=True)
+    raw = read_source(name, spec, root)[0].reset_index(drop=True)
     fields = spec["fields"]
     labels = map_labels(name, get_field(raw, name, fields["label"]), spec["labels"])
     df = pd.DataFrame({
