@@ -151,3 +151,21 @@ def test_damaged_local_source_names_model_and_path(tmp_path):
         prepare_model("mine", {"source": {"kind": "local", "path": str(d)}}, tmp_path / "out")
     assert str(info.value).startswith(f"model 'mine': cannot load {d} (")
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.model
+def test_loading_refuses_weights_that_changed_after_preparation(prepared_smollm, tmp_path):
+    import os
+    import shutil
+
+    copy = tmp_path / "copy"
+    shutil.copytree(prepared_smollm, copy, copy_function=os.link)
+    weights = copy / "model.safetensors"
+    data = bytearray(weights.read_bytes())
+    weights.unlink()  # a new inode: the session's prepared model stays intact
+    data[-5] ^= 0x01  # one bit of the last tensor: same size, same header
+    weights.write_bytes(bytes(data))
+    with pytest.raises(ModelSourceError) as info:
+        load_prepared(copy)
+    assert str(info.value).startswith(f"prepared model {copy} is damaged: model.safetensors does not match the sha256")
+    assert load_prepared(prepared_smollm).name == "smollm2-135m-instruct"
