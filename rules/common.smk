@@ -185,6 +185,15 @@ def suite_spec(wildcards):
     return TRAJECTORY["suites"][wildcards.suite]
 
 
+def suite_files(wildcards):
+    """The local files a suite's labelled sets are read from (edits rerun the suite)."""
+    spec = suite_spec(wildcards)
+    if spec["kind"] != "datasets":
+        return []
+    sets = [spec["id_train"], spec["id_test"], *spec["ood"].values()]
+    return sorted({s["source"]["path"] for s in sets if s["source"]["kind"] == "file"})
+
+
 def run_suite(wildcards):
     return f"results/trajectory/suites/{RUNS[wildcards.run]['suite']}.parquet"
 

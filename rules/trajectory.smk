@@ -1,4 +1,6 @@
 rule make_suite:
+    input:
+        data=suite_files,
     output:
         suite="results/trajectory/suites/{suite}.parquet",
     log:

@@ -395,3 +395,28 @@ def test_after_a_failed_hub_load_the_reverted_config_reruns_that_dataset(flow):
     planned = jobs_planned(flow)
     assert ("sample_prompts", "dataset=more") in planned
     assert not {("sample_prompts", "dataset=tiny"), ("rewrite_prompts", "dataset=tiny")} & planned
+
+
+def test_editing_a_suite_file_reruns_the_suite(tmp_path):
+    """The trajectory study's labelled sets read from files are inputs of make_suite too."""
+    from test_trajectory_workflow import tiny_trajectory_config
+
+    rows = [{"p": f"The cat {i} sleeps.", "h": f"A cat {i} sleeps.", "y": "yes" if i % 2 else "no"} for i in range(8)]
+    sets = {}
+    for name in ("train", "test", "ood_a", "ood_b"):
+        (tmp_path / f"{name}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+        sets[name] = {"name": name, "source": {"kind": "file", "path": str(tmp_path / f"{name}.jsonl")},
+                      "fields": {"premise": "p", "hypothesis": "h", "label": "y"},
+                      "labels": {"yes": "entailment", "no": "not_entailment"}}
+    cfg = tiny_trajectory_config()
+    cfg["trajectory"]["suites"]["files"] = {"kind": "datasets", "id_train": sets["train"], "id_test": sets["test"],
+                                            "ood": {"a": sets["ood_a"], "b": sets["ood_b"]}}
+    (tmp_path / "config").mkdir()
+    (tmp_path / "config" / "config.yaml").write_text(yaml.safe_dump(cfg))
+    target = "results/trajectory/suites/files.parquet"
+    proc = snakemake(tmp_path, target)
+    assert proc.returncode == 0, output_of(proc)[-3000:]
+    assert jobs_planned(tmp_path, target) == set()
+    rows[0]["p"] = "The dog 0 sleeps."
+    (tmp_path / "ood_b.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert jobs_planned(tmp_path, target) == {("make_suite", "suite=files")}
