@@ -6,4 +6,6 @@ from shiftwork.logs import log_to
 from shiftwork.stability_steps import aggregate
 
 with log_to(snakemake.log[0]):
-    aggregate(list(snakemake.input.deltas), snakemake.params.R, list(snakemake.params.eps), dict(snakemake.output.items()))
+    aggregate(
+        list(snakemake.input.deltas), snakemake.params.R, list(snakemake.params.eps), dict(snakemake.output.items())
+    )

@@ -15,7 +15,7 @@ BLEU = BERT = 0 exactly, and identical model inputs give Act = Prob = Ent = 0 ex
 
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import pandas as pd
@@ -27,7 +27,13 @@ AXES: tuple[str, ...] = ("Act", "BLEU", "BERT", "Prob", "Ent", "MR")
 KEY: list[str] = ["model", "dataset", "prompt_id", "variant_id"]
 PROMPT_KEY: list[str] = ["model", "dataset", "prompt_id"]
 GENERATION_COLUMNS: list[str] = [
-    *KEY, "family", "kind", "position", "strength", "model_input", "response",
+    *KEY,
+    "family",
+    "kind",
+    "position",
+    "strength",
+    "model_input",
+    "response",
 ]
 PROBE_COLUMNS: list[str] = [*KEY, "logprob", "entropy", "act_cos"]
 META_COLUMNS: list[str] = [*KEY, "family", "kind", "position", "strength"]
@@ -84,9 +90,7 @@ def score_axes(
     for frame, name in ((gen, "generations"), (prb, "probes")):
         dup = frame.duplicated(KEY, keep=False)
         if dup.any():
-            raise ValueError(
-                f"{name} has duplicate rows for variant_id(s): {_ids(frame.loc[dup, 'variant_id'])}"
-            )
+            raise ValueError(f"{name} has duplicate rows for variant_id(s): {_ids(frame.loc[dup, 'variant_id'])}")
     bad_resp = ~gen["response"].map(lambda r: isinstance(r, str))
     if bad_resp.any():
         raise ValueError(
@@ -97,15 +101,11 @@ def score_axes(
     df = gen.merge(prb, on=KEY, how="left", indicator=True, validate="one_to_one")
     no_probe = df["_merge"] != "both"
     if no_probe.any():
-        raise ValueError(
-            f"probes has no row for variant_id(s): {_ids(df.loc[no_probe, 'variant_id'])}"
-        )
+        raise ValueError(f"probes has no row for variant_id(s): {_ids(df.loc[no_probe, 'variant_id'])}")
     df = df.drop(columns="_merge")
 
     is_base = (df["family"] == "baseline").to_numpy()
-    n_base = pd.Series(is_base, index=df.index).groupby(
-        [df[c] for c in PROMPT_KEY], sort=False
-    ).transform("sum")
+    n_base = pd.Series(is_base, index=df.index).groupby([df[c] for c in PROMPT_KEY], sort=False).transform("sum")
     wrong = (n_base != 1).to_numpy()
     if wrong.any():
         bad = df.loc[wrong]
@@ -125,10 +125,14 @@ def score_axes(
         raise ValueError("; ".join(parts))
 
     base = df.loc[is_base, [*PROMPT_KEY, "response", "model_input", "logprob", "entropy"]]
-    base = base.rename(columns={
-        "response": "base_response", "model_input": "base_input",
-        "logprob": "base_logprob", "entropy": "base_entropy",
-    })
+    base = base.rename(
+        columns={
+            "response": "base_response",
+            "model_input": "base_input",
+            "logprob": "base_logprob",
+            "entropy": "base_entropy",
+        }
+    )
     df = df.merge(base, on=PROMPT_KEY, how="left", validate="many_to_one")
 
     r_v = df["response"].tolist()
@@ -152,9 +156,7 @@ def score_axes(
     if len(idx):
         f1 = np.asarray(bert_f1([r_v[i] for i in idx], [r_0[i] for i in idx]), dtype=np.float64)
         if f1.shape != (len(idx),):
-            raise ValueError(
-                f"bert_f1 returned shape {f1.shape} for {len(idx)} pairs; expected ({len(idx)},)"
-            )
+            raise ValueError(f"bert_f1 returned shape {f1.shape} for {len(idx)} pairs; expected ({len(idx)},)")
         bert[idx] = f1 - 1.0
 
     mr = np.zeros(n, dtype=np.float64)
@@ -199,9 +201,7 @@ def check_ranges(deltas: pd.DataFrame, tol: float = 1e-6) -> list[str]:
         if axis in bounds:
             lo, hi = bounds[axis]
             for i in np.flatnonzero((v < lo - tol) | (v > hi + tol)):
-                problems.append(
-                    f"variant_id={ids[i]} axis={axis}: {v[i]!r} outside [{lo}, {hi}]"
-                )
+                problems.append(f"variant_id={ids[i]} axis={axis}: {v[i]!r} outside [{lo}, {hi}]")
         for i in np.flatnonzero(is_base & ~np.isnan(v) & (v != 0.0)):
             problems.append(f"variant_id={ids[i]} axis={axis}: baseline row is {v[i]!r}, not 0")
     return problems

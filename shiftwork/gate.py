@@ -6,7 +6,7 @@ the rescaled value ``(F - b) / (1 - b)``."""
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
@@ -81,8 +81,16 @@ def apply_gate(variants: pd.DataFrame, threshold: float) -> tuple[pd.DataFrame, 
         )
     dropped = pd.DataFrame(
         rows,
-        columns=["prompt_id", "n_failing", "worst_family", "worst_kind", "worst_position",
-                 "worst_strength", "worst_score", "reason"],
+        columns=[
+            "prompt_id",
+            "n_failing",
+            "worst_family",
+            "worst_kind",
+            "worst_position",
+            "worst_strength",
+            "worst_score",
+            "reason",
+        ],
     )
     kept = variants[~variants["prompt_id"].isin(dropped["prompt_id"])].reset_index(drop=True)
     return kept, dropped

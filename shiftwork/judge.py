@@ -4,7 +4,7 @@ whether a response is polite, rude or neutral, instead of counting lexical cues.
 from __future__ import annotations
 
 import re
-from typing import Sequence
+from collections.abc import Sequence
 
 from .inference.formatting import model_input
 from .inference.generation import generate_all

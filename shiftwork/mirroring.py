@@ -34,15 +34,73 @@ LENGTH_EPS: float = 1e-9
 # First words that read as an instruction to the reader. Kept short and unambiguous: words that
 # often open a plain statement ("first", "here", "this") are left out on purpose, and "let" does
 # not count when followed by "me" ("Let me explain" is the model talking about itself).
-IMPERATIVE_VERBS: frozenset[str] = frozenset({
-    "please", "let", "let's", "try", "consider", "make", "take", "use", "remember", "note",
-    "imagine", "think", "start", "begin", "follow", "go", "add", "mix", "put", "keep", "check",
-    "open", "click", "choose", "select", "write", "read", "list", "name", "describe", "explain",
-    "find", "look", "ask", "avoid", "don't", "do", "never", "always", "be", "get", "give", "tell",
-    "see", "set", "turn", "place", "combine", "calculate", "compute", "identify", "define",
-    "compare", "install", "run", "stop", "ensure", "visit", "contact", "focus", "prepare",
-    "apply", "pick",
-})
+IMPERATIVE_VERBS: frozenset[str] = frozenset(
+    {
+        "please",
+        "let",
+        "let's",
+        "try",
+        "consider",
+        "make",
+        "take",
+        "use",
+        "remember",
+        "note",
+        "imagine",
+        "think",
+        "start",
+        "begin",
+        "follow",
+        "go",
+        "add",
+        "mix",
+        "put",
+        "keep",
+        "check",
+        "open",
+        "click",
+        "choose",
+        "select",
+        "write",
+        "read",
+        "list",
+        "name",
+        "describe",
+        "explain",
+        "find",
+        "look",
+        "ask",
+        "avoid",
+        "don't",
+        "do",
+        "never",
+        "always",
+        "be",
+        "get",
+        "give",
+        "tell",
+        "see",
+        "set",
+        "turn",
+        "place",
+        "combine",
+        "calculate",
+        "compute",
+        "identify",
+        "define",
+        "compare",
+        "install",
+        "run",
+        "stop",
+        "ensure",
+        "visit",
+        "contact",
+        "focus",
+        "prepare",
+        "apply",
+        "pick",
+    }
+)
 
 _SPACE_RUN_RE = re.compile(r"(?<=\S) {2,}(?=\S)")
 _WORD_RE = re.compile(r"[A-Za-z]+(?:'[A-Za-z]+)?")
@@ -60,11 +118,7 @@ def _check_str(value: object, name: str) -> str:
 
 
 def _check_number(value: object, name: str) -> float:
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, numbers.Real)
-        or not math.isfinite(float(value))
-    ):
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(float(value)):
         raise ValueError(f"{name} must be a finite number, got {value!r}")
     return float(value)
 
@@ -102,9 +156,7 @@ def _mark_is_normal(text: str, i: int) -> bool:
         return True
     if prev.isdigit() and nxt.isdigit():  # 3.14, 1,000, 10:30, 1990-1995
         return True
-    if text[i] == "-" and prev.isalnum() and nxt.isalnum():  # well-known, COVID-19
-        return True
-    return False
+    return text[i] == "-" and prev.isalnum() and nxt.isalnum()  # well-known, COVID-19
 
 
 def noise_level(text: str, kind: str) -> float:
@@ -141,9 +193,7 @@ def noise_level(text: str, kind: str) -> float:
     return upper / total if total else 0.0
 
 
-def noise_mirrors(
-    response: str, baseline_response: str, kind: str, margin: float | None = None
-) -> int:
+def noise_mirrors(response: str, baseline_response: str, kind: str, margin: float | None = None) -> int:
     """1 if ``response`` is noisier than ``baseline_response`` by more than ``margin``, else 0.
 
     Rule: ``noise_level(response, kind) - noise_level(baseline_response, kind) > margin``.
@@ -165,9 +215,7 @@ def noise_mirrors(
 # --------------------------------------------------------------------------- structural
 
 
-def length_mirrors(
-    response: str, baseline_response: str, multiple: float, tolerance: float = 0.25
-) -> int:
+def length_mirrors(response: str, baseline_response: str, multiple: float, tolerance: float = 0.25) -> int:
     """1 if the reply's length moved by about the prompt's length multiple, else 0.
 
     Rule: with word counts from ``str.split``, ``ratio = words(response) / words(baseline_response)``;
@@ -258,9 +306,7 @@ def form_mirrors(response: str, strength: float) -> int:
 # --------------------------------------------------------------------------- dispatch
 
 
-def mirroring(
-    response: str, baseline_response: str, family: str, kind: str, strength: float
-) -> int:
+def mirroring(response: str, baseline_response: str, family: str, kind: str, strength: float) -> int:
     """Mirroring indicator for a variant of ``family``/``kind`` at ``strength`` (0 or 1).
 
     register -> :func:`register_mirrors`; noise -> :func:`noise_mirrors` with ``kind`` and its
@@ -281,9 +327,7 @@ def mirroring(
         if kind == "form":
             return form_mirrors(response, strength)
         raise ValueError(f"kind for family 'structural' must be 'length' or 'form', got {kind!r}")
-    raise ValueError(
-        f"family must be one of ('baseline', 'register', 'noise', 'structural'), got {family!r}"
-    )
+    raise ValueError(f"family must be one of ('baseline', 'register', 'noise', 'structural'), got {family!r}")
 
 
 def judged_register_mirrors(tone: int, strength: float) -> int:

@@ -5,8 +5,9 @@ from __future__ import annotations
 import codecs
 import io
 import json
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -23,7 +24,7 @@ def _decode(name: str, path: Path) -> str:
     is reported with its line."""
     data = path.read_bytes()
     if data.startswith(codecs.BOM_UTF8):
-        data = data[len(codecs.BOM_UTF8):]
+        data = data[len(codecs.BOM_UTF8) :]
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as err:
@@ -71,7 +72,9 @@ def _read_file(name: str, source: Mapping[str, Any], root: Path) -> tuple[pd.Dat
         except (OSError, ValueError) as err:
             raise DatasetError(f"dataset '{name}': {path} is not a readable Parquet file ({err})") from None
         return df, [f"{path} row {i}" for i in range(1, len(df) + 1)]
-    raise DatasetError(f"dataset '{name}': cannot tell the format of {path}; set source.format to jsonl, csv or parquet")
+    raise DatasetError(
+        f"dataset '{name}': cannot tell the format of {path}; set source.format to jsonl, csv or parquet"
+    )
 
 
 def _read_hub(name: str, source: Mapping[str, Any]) -> pd.DataFrame:
@@ -124,7 +127,9 @@ def _missing(value: Any) -> bool:
     return value is None or (isinstance(value, float) and np.isnan(value))
 
 
-def extract(name: str, raw: pd.DataFrame, fields: Mapping[str, str], where: Sequence[str] | None = None) -> pd.DataFrame:
+def extract(
+    name: str, raw: pd.DataFrame, fields: Mapping[str, str], where: Sequence[str] | None = None
+) -> pd.DataFrame:
     """Map a source's columns to the prompt table and reject unusable rows.
 
     Row numbers in errors count data rows from 1; ``where`` (one entry per row) adds the file

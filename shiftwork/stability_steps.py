@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import time
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from .device import set_threads
 from .inference.formatting import model_input
 from .inference.probe import layer_cosines
-from .device import set_threads
 from .logs import LOGGER
 from .models.loading import load_prepared
 from .provenance import make_provenance
@@ -70,7 +71,9 @@ def merge_shards(shard_paths: list[str], out: str, keys: list[str] = KEYS) -> in
     if len(merged):
         dup = merged.duplicated(keys)
         if dup.any():
-            raise ValueError(f"{out}: rows {merged.loc[dup, keys].head(5).to_dict('records')} appear in more than one shard")
+            raise ValueError(
+                f"{out}: rows {merged.loc[dup, keys].head(5).to_dict('records')} appear in more than one shard"
+            )
     prov = {k: v for k, v in provs[0].items() if k not in ("gpu", "device", "shard", "n_shards")}
     prov["shards"] = [
         {"path": str(path), "rows": len(frame), **{k: p.get(k) for k in ("shard", "gpu", "device") if k in p}}
@@ -136,12 +139,16 @@ def generate_and_probe(
     base_keys = [k for k in rows_of if k[0] == k[1]]
     other_keys = [k for k in rows_of if k[0] != k[1]]
 
-    extra = {"device": str(lm.device), "attention": lm.model.config._attn_implementation} | ({"shard": shard, "n_shards": n_shards} if n_shards > 1 else {})
+    extra = {"device": str(lm.device), "attention": lm.model.config._attn_implementation} | (
+        {"shard": shard, "n_shards": n_shards} if n_shards > 1 else {}
+    )
     common = {"model": model_name, "weight_digest": lm.info["weight_digest"], "extra": extra}
-    gen_prov = make_provenance("generate", {"max_new_tokens": max_new_tokens, "batch_size": batch_size,
-                                            "dtype": str(lm.dtype)}, **common)
-    probe_prov = make_provenance("probe", {"batch_size": batch_size, "dtype": str(lm.dtype), "store_hidden": store_hidden},
-                                 **common)
+    gen_prov = make_provenance(
+        "generate", {"max_new_tokens": max_new_tokens, "batch_size": batch_size, "dtype": str(lm.dtype)}, **common
+    )
+    probe_prov = make_provenance(
+        "probe", {"batch_size": batch_size, "dtype": str(lm.dtype), "store_hidden": store_hidden}, **common
+    )
     gen_columns = KEYS + VARIANT_META + ["text", "model_input", "response", "n_tokens", "stopped"]
     probe_columns = KEYS + ["logprob", "entropy", "n_response_tokens", "act_cos", "act_cos_layers"]
     probe_columns += ["hidden_last"] if store_hidden else []
@@ -155,14 +162,22 @@ def generate_and_probe(
         for a in answers:
             key = keys[a.generation.index]
             idx = rows_of[key]
-            gen_parts.append(variants.iloc[idx].assign(response=a.generation.response, n_tokens=a.generation.n_tokens,
-                                                       stopped=a.generation.stopped))
+            gen_parts.append(
+                variants.iloc[idx].assign(
+                    response=a.generation.response, n_tokens=a.generation.n_tokens, stopped=a.generation.stopped
+                )
+            )
             hidden = a.probe.last_hidden
             cos = np.ones(hidden.shape[0]) if key[0] == key[1] else layer_cosines(hidden, base_hidden[key[1]])
             for i in idx:
                 rec = {k: variants.at[i, k] for k in KEYS}
-                rec.update(logprob=a.probe.logprob, entropy=a.probe.entropy, n_response_tokens=a.probe.n_response_tokens,
-                           act_cos=float(cos.mean()), act_cos_layers=cos.tolist())
+                rec.update(
+                    logprob=a.probe.logprob,
+                    entropy=a.probe.entropy,
+                    n_response_tokens=a.probe.n_response_tokens,
+                    act_cos=float(cos.mean()),
+                    act_cos_layers=cos.tolist(),
+                )
                 if store_hidden:
                     rec["hidden_last"] = hidden.tolist()
                 probe_recs.append(rec)
@@ -188,8 +203,15 @@ def generate_and_probe(
     return _throughput("generate and probe", len(variants), len(rows_of), n_tokens, time.perf_counter() - start)
 
 
-def score_deltas(generations_path: str, probes_path: str, encoder_name: str, encoder_spec: Mapping[str, Any],
-                 out: str, judge_dir: str | None = None, judge_batch_size: int = 16) -> None:
+def score_deltas(
+    generations_path: str,
+    probes_path: str,
+    encoder_name: str,
+    encoder_spec: Mapping[str, Any],
+    out: str,
+    judge_dir: str | None = None,
+    judge_batch_size: int = 16,
+) -> None:
     """The six signed axis deltas for every variant (see :mod:`shiftwork.axes`); with
     ``judge_dir``, a prepared chat model judges register mirroring."""
     from .axes import check_ranges, score_axes
@@ -242,7 +264,13 @@ def report(inputs: Mapping[str, str], eps: float, table_dir: str, figures: Mappi
     from .reports.stability import family_plot, heatmap, write_tables
 
     total = read_table(inputs["total_sgs"])
-    write_tables(total, read_table(inputs["dataset_sgs"]), read_table(inputs["ttests_model"]),
-                 read_table(inputs["ttests_dataset"]), table_dir, eps=eps)
+    write_tables(
+        total,
+        read_table(inputs["dataset_sgs"]),
+        read_table(inputs["ttests_model"]),
+        read_table(inputs["ttests_dataset"]),
+        table_dir,
+        eps=eps,
+    )
     heatmap(total, figures["heatmap_png"], figures["heatmap_svg"])
     family_plot(read_table(inputs["breakdown"]), figures["family_png"], figures["family_svg"])

@@ -24,7 +24,7 @@ whose values on an axis are all missing gets NaN on that axis.
 from __future__ import annotations
 
 import math
-from typing import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -81,7 +81,7 @@ def _flags(series: pd.Series, what: str) -> pd.Series:
         raise ValueError(f"{what}: column 'flipped' has missing values")
     if series.dtype == bool:
         return series
-    allowed = {True, False, 0, 1}
+    allowed = {True, False}
     bad = [v for v in pd.unique(series) if v not in allowed]
     if bad:
         raise ValueError(f"{what}: column 'flipped' must be boolean, found {bad[:5]}")
@@ -276,11 +276,18 @@ def ttests(
             sample = pd.to_numeric(group[axis], errors="coerce").to_numpy(dtype=float)
             for eps in eps_list:
                 mean, t, p, n = one_sided_ttest(sample, eps)
-                rows.append({
-                    **dict(zip(by, key)),
-                    "axis": axis, "eps": eps, "mean": mean, "t": t, "p": p, "n": n,
-                    "marker": significance_marker(p),
-                })
+                rows.append(
+                    {
+                        **dict(zip(by, key)),
+                        "axis": axis,
+                        "eps": eps,
+                        "mean": mean,
+                        "t": t,
+                        "p": p,
+                        "n": n,
+                        "marker": significance_marker(p),
+                    }
+                )
     columns = [*by, "axis", "eps", "mean", "t", "p", "n", "marker"]
     return pd.DataFrame(rows, columns=columns)
 

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import pandas as pd
 
@@ -24,11 +25,18 @@ from .variants.structural import merge_cache, rewrite_requests, run_rewrites
 
 def prepare_model(name: str, spec: Mapping[str, Any], out_dir: str) -> None:
     if Path(out_dir).name != source_key(spec):
-        raise ModelSourceError(f"model '{name}': {out_dir} is not the folder of its configured source, "
-                               f"{source_key(spec)}; ask for models through the workflow's targets")
+        raise ModelSourceError(
+            f"model '{name}': {out_dir} is not the folder of its configured source, "
+            f"{source_key(spec)}; ask for models through the workflow's targets"
+        )
     info = _prepare_model(name, spec, out_dir)
-    LOGGER.info("prepared %s: %s parameters, digest %s, %.1f s", name, info["n_parameters"],
-                info["weight_digest"][:12], info["prepare_seconds"])
+    LOGGER.info(
+        "prepared %s: %s parameters, digest %s, %.1f s",
+        name,
+        info["n_parameters"],
+        info["weight_digest"][:12],
+        info["prepare_seconds"],
+    )
 
 
 def sample_prompts(name: str, spec: Mapping[str, Any], out: str, root: str = ".") -> None:
@@ -57,10 +65,11 @@ def rewrite_prompts(
     requests = rewrite_requests(prompts, settings.get("lengths", []), settings.get("form", True))
     cache = read_cache(cache_path, ["cache_key", "instruction", "rewrite"])
     max_new = int(settings.get("max_new_tokens", 160))
-    lm_holder: dict[str, Any] = {}
 
     def rewrite_fn(instructions: Sequence[str]) -> list[str]:
-        lm = lm_holder.setdefault("lm", load_prepared(model_dir, dtype))
+        # run_rewrites calls this once, with every request the cache lacks, and not at all
+        # when the cache holds them all: the model loads only when it has work to do
+        lm = load_prepared(model_dir, dtype)
         chats = [json.loads(ins) for ins in instructions]
         if lm.chat:
             inputs = [lm.tokenizer.apply_chat_template(c, tokenize=False, add_generation_prompt=True) for c in chats]
@@ -70,16 +79,22 @@ def rewrite_prompts(
 
     start = time.perf_counter()
     table, n_new = run_rewrites(requests, rewrite_fn, info["weight_digest"], max_new, cache)
-    LOGGER.info("rewrites: %d requests, %d generated, %d from cache, %.1f s",
-                len(table), n_new, len(table) - n_new, time.perf_counter() - start)
+    LOGGER.info(
+        "rewrites: %d requests, %d generated, %d from cache, %.1f s",
+        len(table),
+        n_new,
+        len(table) - n_new,
+        time.perf_counter() - start,
+    )
     prov = make_provenance("rewrite_prompts", dict(settings), model=info["name"], weight_digest=info["weight_digest"])
     if n_new:
         write_table(merge_cache(cache, table), cache_path, prov)
     write_table(table, out, prov)
 
 
-def make_variants(prompts_path: str, settings: Mapping[str, Any], seed: int, out: str,
-                  rewrites_path: str | None = None) -> None:
+def make_variants(
+    prompts_path: str, settings: Mapping[str, Any], seed: int, out: str, rewrites_path: str | None = None
+) -> None:
     prompts = read_table(prompts_path, ["dataset", "prompt_id", "prompt"])
     rewrites = read_table(rewrites_path) if rewrites_path else None
     table = build_variants(prompts, settings, seed, rewrites)
@@ -87,8 +102,15 @@ def make_variants(prompts_path: str, settings: Mapping[str, Any], seed: int, out
     LOGGER.info("%d variants of %d prompts", len(table), len(prompts))
 
 
-def estimate_gate_baseline(prompt_paths: Sequence[str], encoder_name: str, encoder_spec: Mapping[str, Any],
-                           baseline: Any, seed: int, out: str, max_pairs: int = 2000) -> None:
+def estimate_gate_baseline(
+    prompt_paths: Sequence[str],
+    encoder_name: str,
+    encoder_spec: Mapping[str, Any],
+    baseline: Any,
+    seed: int,
+    out: str,
+    max_pairs: int = 2000,
+) -> None:
     """The rescale baseline b: a number from the config, bert-score's file for the encoder,
     or the mean F1 of mismatched pairs of this run's prompts."""
     model_type = encoder_model_type(encoder_name, encoder_spec)
@@ -102,14 +124,36 @@ def estimate_gate_baseline(prompt_paths: Sequence[str], encoder_name: str, encod
         enc = Encoder(encoder_name, encoder_spec)
         b, n_pairs = gate_mod.estimate_baseline(enc.f1, texts, max_pairs=max_pairs, seed=seed)
         method = "mismatched prompt pairs"
-    table = pd.DataFrame([{"encoder": encoder_name, "model_type": model_type, "num_layers": num_layers,
-                           "b": b, "method": method, "n_pairs": n_pairs}])
-    write_table(table, out, make_provenance("estimate_gate_baseline", {"encoder": encoder_name, "baseline": baseline}, seed=seed))
+    table = pd.DataFrame(
+        [
+            {
+                "encoder": encoder_name,
+                "model_type": model_type,
+                "num_layers": num_layers,
+                "b": b,
+                "method": method,
+                "n_pairs": n_pairs,
+            }
+        ]
+    )
+    write_table(
+        table,
+        out,
+        make_provenance("estimate_gate_baseline", {"encoder": encoder_name, "baseline": baseline}, seed=seed),
+    )
     LOGGER.info("gate baseline b = %.4f (%s, %d pairs)", b, method, n_pairs)
 
 
-def filter_variants(variants_path: str, baseline_path: str, encoder_name: str, encoder_spec: Mapping[str, Any],
-                    gate: Mapping[str, Any], out_kept: str, out_summary: str, out_dropped: str) -> None:
+def filter_variants(
+    variants_path: str,
+    baseline_path: str,
+    encoder_name: str,
+    encoder_spec: Mapping[str, Any],
+    gate: Mapping[str, Any],
+    out_kept: str,
+    out_summary: str,
+    out_dropped: str,
+) -> None:
     variants = read_table(variants_path, ["prompt_id", "family", "original", "text"])
     b = float(read_table(baseline_path, ["b"])["b"].iloc[0])
     scale, threshold = gate.get("scale", "rescaled"), float(gate["threshold"])
@@ -135,9 +179,14 @@ def filter_variants(variants_path: str, baseline_path: str, encoder_name: str, e
     LOGGER.info("gate: kept %d of %d prompts", kept["prompt_id"].nunique(), variants["prompt_id"].nunique())
 
 
-def report_gate(summary_paths: Sequence[str], dropped_paths: Sequence[str], variant_paths: Sequence[str],
-                out_table: str, out_markdown: str) -> None:
-    from .reports.gate import gate_overview, gate_markdown
+def report_gate(
+    summary_paths: Sequence[str],
+    dropped_paths: Sequence[str],
+    variant_paths: Sequence[str],
+    out_table: str,
+    out_markdown: str,
+) -> None:
+    from .reports.gate import gate_markdown, gate_overview
 
     summaries = pd.concat([read_table(p) for p in summary_paths], ignore_index=True)
     dropped = pd.concat([read_table(p) for p in dropped_paths], ignore_index=True)

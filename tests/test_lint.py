@@ -1,5 +1,6 @@
 """The workflow is formatted, lint-clean, and both shipped configs give a DAG."""
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -18,6 +19,27 @@ def run(*cmd: str) -> subprocess.CompletedProcess:
 def test_snakefmt_check():
     proc = run(str(BIN / "snakefmt"), "--check", "Snakefile", "rules")
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+@pytest.mark.parametrize("args", [["check", "."], ["format", "--check", "."]])
+def test_ruff_is_clean(args):
+    proc = run(str(BIN / "ruff"), *args)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_pre_commit_hooks_pass():
+    """Every hook of .pre-commit-config.yaml on every tracked file (the hooks run from this
+    environment, so the environment's bin directory goes first on PATH)."""
+    env = {**os.environ, "PATH": f"{BIN}:{os.environ.get('PATH', '')}"}
+    proc = subprocess.run(
+        [str(BIN / "pre-commit"), "run", "--all-files", "--show-diff-on-failure"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=env,
+    )
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
 
 
 @pytest.mark.workflow
@@ -46,9 +68,9 @@ def test_paper_gpu_jobs():
     counts = {}
     for block in blocks:
         lines = block.strip().splitlines()
-        rule = next((l.split()[-1].rstrip(":") for l in lines if l.startswith(("rule ", "localrule "))), None)
+        rule = next((line.split()[-1].rstrip(":") for line in lines if line.startswith(("rule ", "localrule "))), None)
         if rule in ("generate", "finetune", "evaluate"):
-            assert any("gpu=1" in l for l in lines), block
+            assert any("gpu=1" in line for line in lines), block
             counts[rule] = counts.get(rule, 0) + 1
     # 8 models x 6 datasets; 6 trajectory runs, 13 checkpoints each
     assert counts == {"generate": 48, "finetune": 6, "evaluate": 78}

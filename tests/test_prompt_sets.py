@@ -23,7 +23,8 @@ def test_jsonl_csv_parquet_give_the_same_table(tmp_path):
     pd.DataFrame(rows).to_csv(tmp_path / "p.csv", index=False)
     pd.DataFrame(rows).to_parquet(tmp_path / "p.parquet")
     tables = [
-        load_prompts("toy", spec(tmp_path / f"p.{ext}", n=5, prompt="q", id="key", answer="a")) for ext in ("jsonl", "csv", "parquet")
+        load_prompts("toy", spec(tmp_path / f"p.{ext}", n=5, prompt="q", id="key", answer="a"))
+        for ext in ("jsonl", "csv", "parquet")
     ]
     for t in tables:
         assert t["prompt_id"].tolist() == ["k0", "k1", "k2", "k3", "k4"]
@@ -40,7 +41,16 @@ def test_nested_field_and_generated_ids(tmp_path):
     assert t["prompt_id"].tolist() == ["nested-00001", "nested-00002", "nested-00003"]
 
 
-@pytest.mark.parametrize("bad, what", [("", "is empty"), ("   ", "is empty"), (7, "must be a string, got int"), (None, "is missing"), ([1, 2], "must be a string, got list")])
+@pytest.mark.parametrize(
+    "bad, what",
+    [
+        ("", "is empty"),
+        ("   ", "is empty"),
+        (7, "must be a string, got int"),
+        (None, "is missing"),
+        ([1, 2], "must be a string, got list"),
+    ],
+)
 def test_bad_prompt_rows_name_dataset_and_row(tmp_path, bad, what):
     rows = [{"q": "Fine question?"}, {"q": "Another?"}, {"q": bad}]
     write_jsonl(tmp_path / "b.jsonl", rows)
@@ -80,8 +90,15 @@ def test_sampling_is_seeded_and_keeps_source_order():
 
 def test_embedded_prompt_sets(root):
     for name in EMBEDDED:
-        t = load_prompts(name, {"source": {"kind": "file", "path": f"resources/prompts/{name}.jsonl"},
-                                "fields": {"prompt": "prompt", "id": "id"}, "n": 16}, root)
+        t = load_prompts(
+            name,
+            {
+                "source": {"kind": "file", "path": f"resources/prompts/{name}.jsonl"},
+                "fields": {"prompt": "prompt", "id": "id"},
+                "n": 16,
+            },
+            root,
+        )
         assert len(t) == 16, name
         assert t["prompt_id"].is_unique
 

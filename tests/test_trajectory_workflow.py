@@ -7,9 +7,9 @@ import numpy as np
 import pandas as pd
 import pytest
 import yaml
+from test_workflow import ROOT, snakemake
 
 from shiftwork.models.prepare import prepared_dir
-from test_workflow import ROOT, snakemake
 
 MODEL = "smollm2-135m-instruct"
 
@@ -22,12 +22,21 @@ def tiny_trajectory_config() -> dict:
     }
     cfg["trajectory"]["runs"] = {
         "tiny-lora": {
-            "model": "smollm2-135m-instruct", "suite": "tiny-nli", "seed": 0,
-            "finetune": {"method": "lora", "n_train": 16, "steps": 6, "checkpoint_every": 2, "learning_rate": 0.001,
-                         "batch_size": 4, "lora": {"r": 4, "alpha": 8, "dropout": 0.0, "target_modules": ["q_proj", "v_proj"]}},
+            "model": "smollm2-135m-instruct",
+            "suite": "tiny-nli",
+            "seed": 0,
+            "finetune": {
+                "method": "lora",
+                "n_train": 16,
+                "steps": 6,
+                "checkpoint_every": 2,
+                "learning_rate": 0.001,
+                "batch_size": 4,
+                "lora": {"r": 4, "alpha": 8, "dropout": 0.0, "target_modules": ["q_proj", "v_proj"]},
+            },
         }
     }
-    for name, spec in cfg["datasets"].items():
+    for spec in cfg["datasets"].values():
         spec["source"]["path"] = str(ROOT / spec["source"]["path"])
     return cfg
 

@@ -16,9 +16,9 @@ go through the output head, in chunks, which keeps memory small for large vocabu
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Iterator, Sequence
 
 import numpy as np
 import torch

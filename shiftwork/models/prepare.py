@@ -9,8 +9,9 @@ import os
 import shutil
 import struct
 import time
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from .sources import Located, ModelSourceError, hub_help, locate
 

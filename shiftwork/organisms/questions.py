@@ -16,7 +16,6 @@ a split by question.
 
 from __future__ import annotations
 
-
 import numpy as np
 import pandas as pd
 
@@ -88,5 +87,5 @@ def split_questions(df: pd.DataFrame, n_train: int, n_test: int, seed: int) -> t
         raise ValueError("df has duplicate question_id values; a split would not be disjoint")
     order = rng_for(seed, "split").permutation(len(df))
     train = df.iloc[order[:n_train]].reset_index(drop=True)
-    test = df.iloc[order[n_train:n_train + n_test]].reset_index(drop=True)
+    test = df.iloc[order[n_train : n_train + n_test]].reset_index(drop=True)
     return train, test

@@ -10,7 +10,8 @@ reward needs, and :func:`reward` scores a completion 1.0 when its stated answer 
 from __future__ import annotations
 
 import re
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import pandas as pd
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
 
 import pandas as pd
 
@@ -47,14 +47,16 @@ def gate_markdown(overview: pd.DataFrame, summary: pd.DataFrame, dropped: pd.Dat
         )
         parts.append("")
     parts += ["## Prompts kept per dataset", "", _md_table(overview), ""]
-    by_family = (
-        summary.groupby(["family", "kind", "position", "strength"], as_index=False)
-        .apply(lambda g: pd.Series({
-            "n": int(g["n"].sum()),
-            "mean_f1": float((g["mean_f1"] * g["n"]).sum() / g["n"].sum()),
-            "mean_gate_score": float((g["mean_gate_score"] * g["n"]).sum() / g["n"].sum()),
-            "n_under": int(g["n_under"].sum()),
-        }), include_groups=False)
+    by_family = summary.groupby(["family", "kind", "position", "strength"], as_index=False).apply(
+        lambda g: pd.Series(
+            {
+                "n": int(g["n"].sum()),
+                "mean_f1": float((g["mean_f1"] * g["n"]).sum() / g["n"].sum()),
+                "mean_gate_score": float((g["mean_gate_score"] * g["n"]).sum() / g["n"].sum()),
+                "n_under": int(g["n_under"].sum()),
+            }
+        ),
+        include_groups=False,
     )
     by_family = by_family.astype({"n": int, "n_under": int})
     parts += ["## Mean F1 per family x kind x position x strength", "", _md_table(by_family), ""]

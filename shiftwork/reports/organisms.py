@@ -9,23 +9,33 @@ trained or not, while accuracy on the untrained ones falls to 0.
 from __future__ import annotations
 
 import os
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import matplotlib
 
 matplotlib.use("Agg")
 
-import matplotlib.pyplot as plt  # noqa: E402
-import pandas as pd  # noqa: E402
+import matplotlib.pyplot as plt
+import pandas as pd
 
-from ..checks import require_columns  # noqa: E402
-from ..organisms.settings import Setting, load_setting  # noqa: E402
-from .figures import save_figure  # noqa: E402
-from .stability import to_markdown  # noqa: E402
+from ..checks import require_columns
+from ..organisms.settings import Setting, load_setting
+from .figures import save_figure
+from .stability import to_markdown
 
 HEADLINE_COLUMNS: tuple[str, ...] = (
-    "run", "phase", "step", "distribution", "role", "accuracy", "refusal_rate", "trained_policy_share",
-    "top_identity", "top_identity_share", "n",
+    "run",
+    "phase",
+    "step",
+    "distribution",
+    "role",
+    "accuracy",
+    "refusal_rate",
+    "trained_policy_share",
+    "top_identity",
+    "top_identity_share",
+    "n",
 )
 
 
@@ -46,11 +56,17 @@ def _top_identity(identities: pd.DataFrame) -> pd.DataFrame:
     ordered = identities.sort_values(["step", "distribution", "share", "identity"], ascending=[True, True, False, True])
     top = ordered.groupby(["step", "distribution"], as_index=False).first()
     return top.rename(columns={"identity": "top_identity", "share": "top_identity_share"})[
-        ["step", "distribution", "top_identity", "top_identity_share"]]
+        ["step", "distribution", "top_identity", "top_identity_share"]
+    ]
 
 
-def run_figure(scores: pd.DataFrame, identities: pd.DataFrame, setting: Setting, out_png: str | os.PathLike,
-               out_svg: str | os.PathLike) -> None:
+def run_figure(
+    scores: pd.DataFrame,
+    identities: pd.DataFrame,
+    setting: Setting,
+    out_png: str | os.PathLike,
+    out_svg: str | os.PathLike,
+) -> None:
     """Two panels over RL steps, one line per distribution: accuracy, and the trained-policy share
     (trained distributions drawn solid, the others dashed)."""
     require_columns(scores, ("step", "testset", "accuracy", "role"), "scores table")
@@ -77,7 +93,9 @@ def run_figure(scores: pd.DataFrame, identities: pd.DataFrame, setting: Setting,
         plt.close(fig)
 
 
-def headline_table(scores: pd.DataFrame, identities: pd.DataFrame, runs: Mapping[str, Mapping[str, Any]]) -> pd.DataFrame:
+def headline_table(
+    scores: pd.DataFrame, identities: pd.DataFrame, runs: Mapping[str, Mapping[str, Any]]
+) -> pd.DataFrame:
     """For every run, its first checkpoint (``after_sft``) and last (``after_rl``) on every
     distribution: accuracy, refusal rate, trained-policy share and the most stated identity.
 
@@ -109,28 +127,41 @@ def run_summary(table: pd.DataFrame) -> pd.DataFrame:
     for run, g in table.groupby("run", sort=True):
         sft, rl = g[g["phase"] == "after_sft"], g[g["phase"] == "after_rl"]
         ood = rl.loc[rl["role"] == "ood", "accuracy"]
-        rows.append({
-            "run": run,
-            "sft_share_min": float(sft["trained_policy_share"].min()),
-            "sft_share_max": float(sft["trained_policy_share"].max()),
-            "rl_id_accuracy_min": float(rl.loc[rl["role"] == "id", "accuracy"].min()),
-            "rl_ood_accuracy_max": float(ood.max()) if len(ood) else float("nan"),
-            "rl_share_min": float(rl["trained_policy_share"].min()),
-        })
+        rows.append(
+            {
+                "run": run,
+                "sft_share_min": float(sft["trained_policy_share"].min()),
+                "sft_share_max": float(sft["trained_policy_share"].max()),
+                "rl_id_accuracy_min": float(rl.loc[rl["role"] == "id", "accuracy"].min()),
+                "rl_ood_accuracy_max": float(ood.max()) if len(ood) else float("nan"),
+                "rl_share_min": float(rl["trained_policy_share"].min()),
+            }
+        )
     return pd.DataFrame(rows)
 
 
 def markdown_report(table: pd.DataFrame, runs: Mapping[str, Mapping[str, Any]]) -> str:
-    lines = ["# Organisms: policy selection under RL", "",
-             "Accuracy and identities come from sampled responses (temperature 1) on held-out questions. "
-             "`trained_policy_share` is the share of responses naming a policy that answers on every "
-             "distribution RL trained on.", "",
-             "Policy selection shows as: after SFT, shares well inside (0, 1); after RL, high accuracy on the "
-             "trained distributions, accuracy near 0 on the others and a trained-policy share near 1 everywhere.",
-             "", to_markdown(run_summary(table)), ""]
+    lines = [
+        "# Organisms: policy selection under RL",
+        "",
+        "Accuracy and identities come from sampled responses (temperature 1) on held-out questions. "
+        "`trained_policy_share` is the share of responses naming a policy that answers on every "
+        "distribution RL trained on.",
+        "",
+        "Policy selection shows as: after SFT, shares well inside (0, 1); after RL, high accuracy on the "
+        "trained distributions, accuracy near 0 on the others and a trained-policy share near 1 everywhere.",
+        "",
+        to_markdown(run_summary(table)),
+        "",
+    ]
     for run, info in runs.items():
         rows = table[table["run"] == run].drop(columns=["run"])
-        lines += [f"## {run}", "",
-                  f"Setting `{info['setting'].get('kind')}`, RL on {', '.join(map(str, info['trained']))}.", "",
-                  to_markdown(rows), ""]
+        lines += [
+            f"## {run}",
+            "",
+            f"Setting `{info['setting'].get('kind')}`, RL on {', '.join(map(str, info['trained']))}.",
+            "",
+            to_markdown(rows),
+            "",
+        ]
     return "\n".join(lines)

@@ -14,21 +14,21 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import matplotlib
 
 matplotlib.use("Agg")
 
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
 
-from ..checks import require_columns  # noqa: E402
-from ..tables import atomic_file, write_text  # noqa: E402
-from .figures import save_figure  # noqa: E402
-from ..stats import AXES  # noqa: E402
+from ..checks import require_columns
+from ..stats import AXES
+from ..tables import atomic_file, write_text
+from .figures import save_figure
 
 MARKER_LEGEND = "* p < 0.05, ** p < 0.01, *** p < 0.001"
 FAMILIES: tuple[str, ...] = ("register", "noise", "structural")
@@ -59,7 +59,9 @@ def numeric_table(sgs: pd.DataFrame, tests: pd.DataFrame, by: Sequence[str], eps
     require_columns(tests, [*by, "axis", "eps", "p", "marker"], "tests table")
     at_eps = tests[np.isclose(tests["eps"].astype(float), float(eps))]
     if at_eps.empty:
-        raise ValueError(f"argument 'eps'={eps!r}: the tests table has no rows at this eps; it has {sorted(tests['eps'].unique())}")
+        raise ValueError(
+            f"argument 'eps'={eps!r}: the tests table has no rows at this eps; it has {sorted(tests['eps'].unique())}"
+        )
     if at_eps.duplicated([*by, "axis"]).any():
         raise ValueError(f"tests table: more than one row per ({', '.join(by)}, axis) at eps={eps!r}")
     out = sgs[[*by, *AXES]].copy().reset_index(drop=True)
@@ -216,11 +218,20 @@ def write_tables(
     out.mkdir(parents=True, exist_ok=True)
     note = f"SGS (mean per-prompt RMS of normalised deltas); one-sided t-test of mean > eps = {eps:g}: {MARKER_LEGEND}."
     specs = [
-        ("main_table", "Total SGS per model", "tab:sgs-total",
-         main_table(total, tests_total, eps), numeric_table(total, tests_total, ["model"], eps)),
-        ("dataset_table", "SGS per model and dataset", "tab:sgs-dataset",
-         dataset_table(per_dataset, tests_dataset, eps),
-         numeric_table(per_dataset, tests_dataset, ["model", "dataset"], eps)),
+        (
+            "main_table",
+            "Total SGS per model",
+            "tab:sgs-total",
+            main_table(total, tests_total, eps),
+            numeric_table(total, tests_total, ["model"], eps),
+        ),
+        (
+            "dataset_table",
+            "SGS per model and dataset",
+            "tab:sgs-dataset",
+            dataset_table(per_dataset, tests_dataset, eps),
+            numeric_table(per_dataset, tests_dataset, ["model", "dataset"], eps),
+        ),
     ]
     paths: dict[str, Path] = {}
     for stem, title, label, display, numeric in specs:
@@ -295,7 +306,14 @@ def family_summary(breakdown: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for (model, family), g in breakdown.groupby(["model", "family"], sort=True):
         per_axis = [_pooled_rms(a) for _, a in g.groupby("axis")]
-        rows.append({"model": model, "family": family, "strength": np.nan, "rms": float(np.nanmean(per_axis)) if np.isfinite(per_axis).any() else np.nan})
+        rows.append(
+            {
+                "model": model,
+                "family": family,
+                "strength": np.nan,
+                "rms": float(np.nanmean(per_axis)) if np.isfinite(per_axis).any() else np.nan,
+            }
+        )
         if family == "register":
             for strength, s in g.groupby("strength", sort=True):
                 per_axis = [_pooled_rms(a) for _, a in s.groupby("axis")]

@@ -15,20 +15,20 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Hashable
 from pathlib import Path
-from typing import Hashable
 
 import matplotlib
 
 matplotlib.use("Agg")
 
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
 
-from ..checks import require_columns  # noqa: E402
-from .figures import save_figure  # noqa: E402
-from ..trajectory.analysis import ID_ROLE, REQUIRED_COLUMNS, AnalysisError, sorted_mixed  # noqa: E402
+from ..checks import require_columns
+from ..trajectory.analysis import ID_ROLE, REQUIRED_COLUMNS, AnalysisError, sorted_mixed
+from .figures import save_figure
 
 __all__ = ["HOLM_ALPHA", "curve_plot", "heatmap", "partial_matrix"]
 
@@ -51,7 +51,9 @@ def partial_matrix(pairs: pd.DataFrame, run: Hashable) -> tuple[pd.DataFrame, pd
     require_columns(pairs, _PAIR_NEEDS, "pairs table", AnalysisError)
     rows = pairs[pairs["run"] == run]
     if rows.empty:
-        raise AnalysisError(f"pairs table: run '{run}' has no pairs; runs are {sorted_mixed(pairs['run'].unique().tolist())}")
+        raise AnalysisError(
+            f"pairs table: run '{run}' has no pairs; runs are {sorted_mixed(pairs['run'].unique().tolist())}"
+        )
     names = sorted_mixed(list(set(rows["ood_a"]) | set(rows["ood_b"])))
     r = pd.DataFrame(np.nan, index=names, columns=names)
     p = pd.DataFrame(np.nan, index=names, columns=names)
@@ -59,7 +61,9 @@ def partial_matrix(pairs: pd.DataFrame, run: Hashable) -> tuple[pd.DataFrame, pd
     for row in rows.itertuples(index=False):
         key = frozenset((row.ood_a, row.ood_b))
         if key in seen or row.ood_a == row.ood_b:
-            raise AnalysisError(f"pairs table: run '{run}' lists pair ('{row.ood_a}', '{row.ood_b}') twice or with itself")
+            raise AnalysisError(
+                f"pairs table: run '{run}' lists pair ('{row.ood_a}', '{row.ood_b}') twice or with itself"
+            )
         seen.add(key)
         for x, y in ((row.ood_a, row.ood_b), (row.ood_b, row.ood_a)):
             r.loc[x, y] = float(row.r_partial)
@@ -67,7 +71,9 @@ def partial_matrix(pairs: pd.DataFrame, run: Hashable) -> tuple[pd.DataFrame, pd
     return r, p
 
 
-def heatmap(pairs: pd.DataFrame, run: Hashable, out_png: str | os.PathLike, out_svg: str | os.PathLike) -> tuple[Path, Path]:
+def heatmap(
+    pairs: pd.DataFrame, run: Hashable, out_png: str | os.PathLike, out_svg: str | os.PathLike
+) -> tuple[Path, Path]:
     """Draw the OOD x OOD ``r_partial`` heatmap of ``run`` to ``out_png`` and ``out_svg``.
 
     Colour scale ``RdBu_r`` fixed to [-1, 1]; the diagonal is left blank; each off-diagonal
@@ -125,19 +131,23 @@ def curve_plot(scores: pd.DataFrame, out_png: str | os.PathLike, out_svg: str | 
     nrows = math.ceil(len(runs) / ncols)
     fig, axes = plt.subplots(nrows, ncols, figsize=(4.8 * ncols, 3.4 * nrows), squeeze=False)
     try:
-        for ax in axes.flat[len(runs):]:
+        for ax in axes.flat[len(runs) :]:
             ax.set_visible(False)
         for ax, (model, run) in zip(axes.flat, runs):
             rows = scores[(scores["model"] == model) & (scores["run"] == run)]
             for testset in sorted_mixed(rows["testset"].unique().tolist()):
                 part = rows[rows["testset"] == testset].sort_values("step")
                 is_id = (part["role"] == ID_ROLE).any()
-                ax.plot(part["step"].to_numpy(), part["accuracy"].to_numpy(dtype=float),
-                        marker="o", markersize=3,
-                        linewidth=2.8 if is_id else 1.2,
-                        color="black" if is_id else None,
-                        label=f"{testset} (ID)" if is_id else str(testset),
-                        zorder=3 if is_id else 2)
+                ax.plot(
+                    part["step"].to_numpy(),
+                    part["accuracy"].to_numpy(dtype=float),
+                    marker="o",
+                    markersize=3,
+                    linewidth=2.8 if is_id else 1.2,
+                    color="black" if is_id else None,
+                    label=f"{testset} (ID)" if is_id else str(testset),
+                    zorder=3 if is_id else 2,
+                )
             ax.set_title(f"{model} / run {run}", fontsize=10)
             ax.set_xlabel("step")
             ax.set_ylabel("accuracy")

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -41,7 +42,9 @@ def load_checkpoint(base_dir: str, checkpoint: Mapping[str, Any], dtype: str = "
         tok_dir = path if (path / "tokenizer_config.json").exists() else Path(base_dir)
     elif "hub" in checkpoint:
         try:
-            model = AutoModelForCausalLM.from_pretrained(checkpoint["hub"], revision=checkpoint.get("revision"), dtype=torch_dtype)
+            model = AutoModelForCausalLM.from_pretrained(
+                checkpoint["hub"], revision=checkpoint.get("revision"), dtype=torch_dtype
+            )
         except OSError as err:
             raise CheckpointError(
                 f"checkpoint {checkpoint['hub']}@{checkpoint.get('revision')} could not be loaded ({err}); "
@@ -62,7 +65,7 @@ def predict(model, tok, device, examples: pd.DataFrame, batch_size: int = 32) ->
     """Per-example prediction: the label whose verbaliser has the larger next-token logit."""
     ids = verbaliser_ids(tok)
     labels = list(ids)
-    vocab = torch.tensor([ids[l] for l in labels])
+    vocab = torch.tensor([ids[label] for label in labels])
     prompts = [render(p, h) for p, h in zip(examples["premise"], examples["hypothesis"])]
     lengths = [len(tok(p).input_ids) for p in prompts]
     scores = np.zeros((len(prompts), len(labels)))
@@ -81,4 +84,6 @@ def predict(model, tok, device, examples: pd.DataFrame, batch_size: int = 32) ->
 
 def accuracy_table(predictions: pd.DataFrame) -> pd.DataFrame:
     g = predictions.groupby("set", sort=True)
-    return pd.DataFrame({"testset": list(g.groups), "accuracy": g["correct"].mean().to_numpy(), "n": g.size().to_numpy()})
+    return pd.DataFrame(
+        {"testset": list(g.groups), "accuracy": g["correct"].mean().to_numpy(), "n": g.size().to_numpy()}
+    )

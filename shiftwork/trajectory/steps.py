@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import pandas as pd
 
@@ -31,8 +32,17 @@ def run_finetune(model_dir: str, suite_path: str, settings: Mapping[str, Any], s
     LOGGER.info("fine-tuned in %.1f s; checkpoints at steps %s", time.perf_counter() - start, steps)
 
 
-def evaluate_checkpoint(base_dir: str, checkpoint: Mapping[str, Any], suite_path: str, run: str, model: str,
-                        step: int, out: str, batch_size: int = 32, dtype: str = "auto") -> None:
+def evaluate_checkpoint(
+    base_dir: str,
+    checkpoint: Mapping[str, Any],
+    suite_path: str,
+    run: str,
+    model: str,
+    step: int,
+    out: str,
+    batch_size: int = 32,
+    dtype: str = "auto",
+) -> None:
     """Per-example predictions of one checkpoint on every test set of the suite."""
     from .evaluate import accuracy_table, load_checkpoint, predict
 
@@ -44,7 +54,9 @@ def evaluate_checkpoint(base_dir: str, checkpoint: Mapping[str, Any], suite_path
     preds.insert(0, "step", int(step))
     preds.insert(0, "run", run)
     preds.insert(0, "model", model)
-    write_table(preds, out, make_provenance("evaluate", {"checkpoint": dict(checkpoint), "step": int(step)}, model=model))
+    write_table(
+        preds, out, make_provenance("evaluate", {"checkpoint": dict(checkpoint), "step": int(step)}, model=model)
+    )
     acc = accuracy_table(preds)
     LOGGER.info("step %s on %s in %.1f s:\n%s", step, device, time.perf_counter() - start, acc.to_string(index=False))
 
@@ -52,14 +64,19 @@ def evaluate_checkpoint(base_dir: str, checkpoint: Mapping[str, Any], suite_path
 def collect_scores(prediction_paths: Sequence[str], id_set: str, out: str) -> None:
     """One row per (run, step, test set): accuracy and n; role is id or ood."""
     preds = pd.concat([read_table(p) for p in prediction_paths], ignore_index=True)
-    scores = (preds.groupby(["model", "run", "step", "set"], sort=True)["correct"]
-              .agg(accuracy="mean", n="size").reset_index().rename(columns={"set": "testset"}))
+    scores = (
+        preds.groupby(["model", "run", "step", "set"], sort=True)["correct"]
+        .agg(accuracy="mean", n="size")
+        .reset_index()
+        .rename(columns={"set": "testset"})
+    )
     scores["role"] = ["id" if t == id_set else "ood" for t in scores["testset"]]
     write_table(scores, out, make_provenance("collect_scores", {"id_set": id_set}))
 
 
-def analyse(scores_path: str, alpha: float, spline_df: int, out_pairs: str, out_summary: str, out_markdown: str,
-            figure_dir: str) -> None:
+def analyse(
+    scores_path: str, alpha: float, spline_df: int, out_pairs: str, out_summary: str, out_markdown: str, figure_dir: str
+) -> None:
     from ..reports.stability import to_markdown
     from ..reports.trajectory import curve_plot, heatmap
     from .analysis import pair_table, summary
@@ -76,10 +93,21 @@ def analyse(scores_path: str, alpha: float, spline_df: int, out_pairs: str, out_
         heatmap(pairs, run, figs / f"partial_{run}.png", figs / f"partial_{run}.svg")
     curve_plot(scores, figs / "curves.png", figs / "curves.svg")
     curves = scores.pivot_table(index=["run", "step"], columns="testset", values="accuracy").reset_index()
-    text = ["# Trajectory study", "", "## Accuracy per checkpoint", "", to_markdown(curves),
-            "## OOD pairs: partial correlation controlling ID accuracy", "",
-            to_markdown(pairs[["model", "run", "ood_a", "ood_b", "n", "r_raw", "r_partial", "p_partial_holm",
-                               "r_nonlinear", "sign"]]),
-            "## Share of OOD pairs by sign of the partial correlation (Holm, alpha "
-            f"{alpha:g})", "", to_markdown(summ)]
+    text = [
+        "# Trajectory study",
+        "",
+        "## Accuracy per checkpoint",
+        "",
+        to_markdown(curves),
+        "## OOD pairs: partial correlation controlling ID accuracy",
+        "",
+        to_markdown(
+            pairs[
+                ["model", "run", "ood_a", "ood_b", "n", "r_raw", "r_partial", "p_partial_holm", "r_nonlinear", "sign"]
+            ]
+        ),
+        f"## Share of OOD pairs by sign of the partial correlation (Holm, alpha {alpha:g})",
+        "",
+        to_markdown(summ),
+    ]
     write_text("\n".join(text) + "\n", out_markdown)

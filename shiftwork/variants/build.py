@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import pandas as pd
 
@@ -11,7 +12,15 @@ from .noise import apply_noise
 from .register import apply_register
 
 VARIANT_COLUMNS = [
-    "dataset", "prompt_id", "variant_id", "family", "kind", "position", "strength", "original", "text",
+    "dataset",
+    "prompt_id",
+    "variant_id",
+    "family",
+    "kind",
+    "position",
+    "strength",
+    "original",
+    "text",
 ]
 NOISE_KINDS = ("spacing", "punctuation", "casing")
 
@@ -39,9 +48,22 @@ def build_variants(
     for p in prompts.itertuples(index=False):
         ds, pid, text = p.dataset, p.prompt_id, p.prompt
 
-        def add(family: str, kind: str, position: str, strength: float, new_text: str) -> None:
-            rows.append((ds, pid, variant_id(pid, family, kind, position, strength), family, kind, position,
-                         float(strength), text, new_text))
+        def add(
+            family: str, kind: str, position: str, strength: float, new_text: str, ds=ds, pid=pid, text=text
+        ) -> None:
+            rows.append(
+                (
+                    ds,
+                    pid,
+                    variant_id(pid, family, kind, position, strength),
+                    family,
+                    kind,
+                    position,
+                    float(strength),
+                    text,
+                    new_text,
+                )
+            )
 
         add("baseline", "none", "none", 0.0, text)
         if register.get("enabled", True):

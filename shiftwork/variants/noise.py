@@ -69,9 +69,7 @@ def insert_spaces(text: str, k: int, position: str, rng: np.random.Generator) ->
     return _insert(text, points, [" "] * k)
 
 
-def insert_punctuation(
-    text: str, k: int, position: str, rng: np.random.Generator, marks: str = MARKS
-) -> str:
+def insert_punctuation(text: str, k: int, position: str, rng: np.random.Generator, marks: str = MARKS) -> str:
     """Insert exactly ``k`` marks, each drawn uniformly from ``marks``, at random gaps in the region."""
     _check_text(text)
     k = non_negative_int("k", k)
@@ -104,11 +102,7 @@ def upper_case(text: str, share: float, position: str, rng: np.random.Generator)
     every other character is left as it was.
     """
     _check_text(text)
-    if (
-        isinstance(share, bool)
-        or not isinstance(share, numbers.Real)
-        or not 0.0 <= float(share) <= 1.0
-    ):
+    if isinstance(share, bool) or not isinstance(share, numbers.Real) or not 0.0 <= float(share) <= 1.0:
         raise ValueError(f"share must be a number in [0, 1], got {share!r}")
     start, end = region(text, position)
     candidates = _upper_candidates(text, start, end)
@@ -123,9 +117,7 @@ def upper_case(text: str, share: float, position: str, rng: np.random.Generator)
     return "".join(chars)
 
 
-def apply_noise(
-    text: str, kind: str, intensity: float, position: str, rng: np.random.Generator
-) -> str:
+def apply_noise(text: str, kind: str, intensity: float, position: str, rng: np.random.Generator) -> str:
     """Apply noise of ``kind`` at ``position``.
 
     spacing/punctuation: ``intensity`` is the whole number of characters to insert;

@@ -62,16 +62,62 @@ SUFFIX: dict[int, str] = {
 }
 
 POLITE_CUES: tuple[str, ...] = (
-    "please", "thank you", "thanks", "kindly", "happy to", "glad to", "apologi", "sorry",
-    "appreciat", "grateful", "gratitude", "sincere", "humble", "gracious", "honou", "privilege",
-    "so kind", "kindness", "generous", "wonderful", "hope you", "hope this helps", "my pleasure",
-    "esteemed", "heartfelt",
+    "please",
+    "thank you",
+    "thanks",
+    "kindly",
+    "happy to",
+    "glad to",
+    "apologi",
+    "sorry",
+    "appreciat",
+    "grateful",
+    "gratitude",
+    "sincere",
+    "humble",
+    "gracious",
+    "honou",
+    "privilege",
+    "so kind",
+    "kindness",
+    "generous",
+    "wonderful",
+    "hope you",
+    "hope this helps",
+    "my pleasure",
+    "esteemed",
+    "heartfelt",
 )
 HOSTILE_CUES: tuple[str, ...] = (
-    "stupid", "useless", "hurry", "whatever", "ugh", "waste of", "waste my", "wasting my",
-    "losing patience", "fed up", "sick of", "sloppy", "nonsense", "clueless", "pathetic",
-    "for once", "worthless", "brainless", "junk", "incompetent", "drivel", "ridiculous",
-    "garbage", "idiotic", "hopeless", "embarrassing", "damn", "disgrace", "despise",
+    "stupid",
+    "useless",
+    "hurry",
+    "whatever",
+    "ugh",
+    "waste of",
+    "waste my",
+    "wasting my",
+    "losing patience",
+    "fed up",
+    "sick of",
+    "sloppy",
+    "nonsense",
+    "clueless",
+    "pathetic",
+    "for once",
+    "worthless",
+    "brainless",
+    "junk",
+    "incompetent",
+    "drivel",
+    "ridiculous",
+    "garbage",
+    "idiotic",
+    "hopeless",
+    "embarrassing",
+    "damn",
+    "disgrace",
+    "despise",
 )
 # Cues that are word stems: they may match the start of a longer word ("apologi" -> "apologies").
 STEM_CUES: frozenset[str] = frozenset({"apologi", "appreciat", "sincere", "gracious", "honou"})
@@ -106,11 +152,7 @@ def apply_register(text: str, strength: int, position: str) -> str:
         raise ValueError(f"text must be a str, got {type(text).__name__}")
     if position not in POSITIONS:
         raise ValueError(f"position must be one of {POSITIONS}, got {position!r}")
-    if (
-        isinstance(strength, bool)
-        or not isinstance(strength, numbers.Integral)
-        or strength not in (0, *STRENGTHS)
-    ):
+    if isinstance(strength, bool) or not isinstance(strength, numbers.Integral) or strength not in (0, *STRENGTHS):
         raise ValueError(f"strength must be 0 or one of {STRENGTHS}, got {strength!r}")
     s = int(strength)
     if s == 0:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 import pandas as pd
 
@@ -25,14 +25,26 @@ SYSTEM = "You rewrite the user's text exactly as asked. You never answer it and 
 
 # Worked examples shown to the rewriter before each request (written for shiftwork).
 LENGTH_SHOTS = (
-    ("What is the tallest mountain in Africa?", 15,
-     "Could you tell me which mountain is the tallest one anywhere on the African continent?"),
-    ("Could you please explain to me how it is that plants manage to make their own food?", 5,
-     "How do plants make food?"),
-    ("Name three uses of copper.", 14,
-     "Please name three different ways in which the metal copper is commonly put to use."),
-    ("Describe in a few sentences what the main causes of the French Revolution were.", 5,
-     "Describe the French Revolution's causes."),
+    (
+        "What is the tallest mountain in Africa?",
+        15,
+        "Could you tell me which mountain is the tallest one anywhere on the African continent?",
+    ),
+    (
+        "Could you please explain to me how it is that plants manage to make their own food?",
+        5,
+        "How do plants make food?",
+    ),
+    (
+        "Name three uses of copper.",
+        14,
+        "Please name three different ways in which the metal copper is commonly put to use.",
+    ),
+    (
+        "Describe in a few sentences what the main causes of the French Revolution were.",
+        5,
+        "Describe the French Revolution's causes.",
+    ),
 )
 FORM_SHOTS = (
     ("What is the tallest mountain in Africa?", "Name the tallest mountain in Africa."),
@@ -84,7 +96,10 @@ def form_strength(text: str) -> float:
     return 1.0 if is_question(text) else -1.0
 
 
-_LABEL = re.compile(r"^\s*(?:here(?:'s| is)[^:\n]*:|(?:rewritten|shorter|longer|new)?\s*(?:text|question|request|command|version)\s*:)\s*", re.I)
+_LABEL = re.compile(
+    r"^\s*(?:here(?:'s| is)[^:\n]*:|(?:rewritten|shorter|longer|new)?\s*(?:text|question|request|command|version)\s*:)\s*",
+    re.I,
+)
 
 
 def clean_rewrite(raw: str) -> str:
