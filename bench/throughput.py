@@ -4,7 +4,7 @@
 
 On one model, one set of prompts and one set of variants it runs
 
-(a) shiftwork's own ``generate`` job (:func:`shiftwork.stability_steps.generate_and_probe`:
+(a) shiftwork's own ``generate`` job (:func:`shiftwork.stability.steps.generate_responses`:
     responses and probes from the same forward passes, Parquet in and out, in its own process
     as the workflow runs it), and
 (b) the reference loop of the published method, written here the plain way: for every variant one
@@ -67,7 +67,7 @@ VARIANT_SETTINGS = {
 
 def bench_prompts(config: dict, n_prompts: int) -> pd.DataFrame:
     """``n_prompts`` prompts taken in turn from each packaged prompt set (all rows, source order)."""
-    from shiftwork.prompt_sets import read_prompts
+    from shiftwork.stability.prompts import read_prompts
 
     sets = [read_prompts(name, spec, ROOT) for name, spec in config["datasets"].items()]
     rows = []
@@ -79,7 +79,7 @@ def bench_prompts(config: dict, n_prompts: int) -> pd.DataFrame:
 
 
 def bench_variants(config: dict, n_prompts: int, seed: int = 0) -> pd.DataFrame:
-    from shiftwork.variants.build import build_variants
+    from shiftwork.stability.variants.build import build_variants
 
     return build_variants(bench_prompts(config, n_prompts), VARIANT_SETTINGS, seed)
 
@@ -163,12 +163,12 @@ def run_generate(
     variants_path: str, model_dir: str, work: str, max_new_tokens: int, batch_size: int, dtype: str, threads: int | None
 ) -> dict[str, Any]:
     """The workflow's generate job: responses and probes, from Parquet to Parquet."""
-    from shiftwork.stability_steps import generate_and_probe
+    from shiftwork.stability.steps import generate_responses
     from shiftwork.tables import read_provenance
 
     gen_path = Path(work) / "generations.parquet"
     start = time.perf_counter()
-    stats = generate_and_probe(
+    stats = generate_responses(
         variants_path,
         model_dir,
         MODEL,

@@ -155,8 +155,8 @@ def organism_errors(org: Mapping[str, Any], models: set[str]) -> list[str]:
     """Problems of the ``organisms`` section that the schema cannot see: unknown models and
     organisms, settings that cannot be built (a trigger no policy answers on, no policies), stage
     distributions outside the setting, question banks too small, missing training settings."""
-    from .organisms.questions import capacity
-    from .organisms.settings import load_setting
+    from shiftwork.organisms.questions import capacity
+    from shiftwork.organisms.settings import load_setting
 
     errors = []
     settings = {}
@@ -273,8 +273,8 @@ def content_errors(config: Mapping[str, Any], root: str | Path = ".") -> list[st
     """What would make a job fail that can be seen before any job runs: a model source that
     cannot work (checked without loading weights) and, for prompt sets read from files, every
     row (read and sampled exactly as ``sample_prompts`` will)."""
-    from .models.sources import source_problems
-    from .prompt_sets import DatasetError, load_prompts
+    from shiftwork.models.sources import source_problems
+    from shiftwork.stability.prompts import DatasetError, load_prompts
 
     errors = []
     for name in used_models(config):
@@ -295,7 +295,7 @@ def content_errors(config: Mapping[str, Any], root: str | Path = ".") -> list[st
 def run_steps(run: Mapping[str, Any]) -> list[int]:
     """Checkpoint steps of a trajectory run: from its fine-tuning schedule or its checkpoint list."""
     if "finetune" in run:
-        from .trajectory.schedule import checkpoint_steps
+        from shiftwork.trajectory.schedule import checkpoint_steps
 
         return checkpoint_steps(int(run["finetune"]["steps"]), int(run["finetune"]["checkpoint_every"]))
     return sorted(int(c["step"]) for c in run.get("checkpoints") or [])

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from .device import pick_device
+from shiftwork.device import pick_device
 
 
 class EncoderError(RuntimeError):

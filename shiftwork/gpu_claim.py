@@ -32,7 +32,7 @@ from collections.abc import Iterator, Mapping, MutableMapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from .logs import LOGGER
+from shiftwork.logs import LOGGER
 
 ENV_IDS = "SHIFTWORK_GPU_IDS"
 ENV_LOCK_DIR = "SHIFTWORK_GPU_LOCK_DIR"

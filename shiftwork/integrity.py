@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
-from .models.prepare import INFO_FILE, weights_problem
-from .tables import table_problem
+from shiftwork.models.prepare import INFO_FILE, weights_problem
+from shiftwork.tables import table_problem
 
 CACHE_DIR = "cache"  # results/cache/: a damaged cache entry is a miss, not an error
 

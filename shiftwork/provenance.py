@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from importlib import metadata
 from typing import Any
 
-from .gpu_claim import current_claim
+from shiftwork.gpu_claim import current_claim
 
 TRACKED_PACKAGES = (
     "shiftwork",

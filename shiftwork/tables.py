@@ -165,7 +165,7 @@ def read_table(path: str | os.PathLike, columns: Iterable[str] | None = None) ->
 def read_cache(path: str | os.PathLike, columns: Iterable[str] = ()) -> pd.DataFrame | None:
     """A cache table, or None when there is none or it cannot be used (damaged, or lacking
     ``columns``): a bad cache entry costs a recomputation, never a failed job."""
-    from .logs import LOGGER
+    from shiftwork.logs import LOGGER
 
     if not Path(path).exists():
         return None

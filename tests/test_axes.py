@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 import sacrebleu
 
-from shiftwork.axes import AXES, check_ranges, score_axes
+from shiftwork.stability.axes import AXES, check_ranges, score_axes
 
 R1 = "The capital of France is Paris."
 R2 = "Water boils at 100 degrees Celsius at sea level."

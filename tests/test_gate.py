@@ -2,7 +2,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from shiftwork.gate import apply_gate, estimate_baseline, gate_scores, gate_summary, mismatched_pairs, rescale
+from shiftwork.stability.gate import apply_gate, estimate_baseline, gate_scores, gate_summary, mismatched_pairs, rescale
 
 
 def test_rescale_by_hand():

@@ -1,4 +1,4 @@
-"""The generate job's step (shiftwork.stability_steps.generate_and_probe) on small tables."""
+"""The generate job's step (shiftwork.stability.steps.generate_responses) on small tables."""
 
 import numpy as np
 import pandas as pd
@@ -8,7 +8,7 @@ from shiftwork.inference.formatting import model_input
 from shiftwork.inference.generation import generate_all
 from shiftwork.inference.probe import layer_cosines, probe_batches
 from shiftwork.models.loading import load_prepared
-from shiftwork.stability_steps import generate_and_probe
+from shiftwork.stability.steps import generate_responses
 from shiftwork.tables import read_provenance, write_table
 
 
@@ -33,7 +33,7 @@ def test_missing_or_doubled_baselines_fail_before_the_model_loads(tmp_path, rows
     path = write_table(_variants(rows), tmp_path / "filtered.parquet")
     outs = [tmp_path / "g.parquet", tmp_path / "p.parquet"]
     with pytest.raises(ValueError, match=message):
-        generate_and_probe(str(path), str(tmp_path / "no-model"), "m", *map(str, outs), max_new_tokens=4, batch_size=2)
+        generate_responses(str(path), str(tmp_path / "no-model"), "m", *map(str, outs), max_new_tokens=4, batch_size=2)
     assert not any(p.exists() for p in outs)
 
 
@@ -41,7 +41,7 @@ def test_missing_or_doubled_baselines_fail_before_the_model_loads(tmp_path, rows
 def test_probes_use_the_baseline_response_and_state(tmp_path, prepared_smollm):
     path = write_table(_variants([VAR, BASE, SAME]), tmp_path / "filtered.parquet")
     g_path, p_path = tmp_path / "g.parquet", tmp_path / "p.parquet"
-    stats = generate_and_probe(
+    stats = generate_responses(
         str(path),
         str(prepared_smollm),
         "smol",

@@ -1,8 +1,8 @@
 import pandas as pd
 
-from shiftwork.axes import score_axes
-from shiftwork.judge import parse_tone
-from shiftwork.mirroring import judged_register_mirrors
+from shiftwork.stability.axes import score_axes
+from shiftwork.stability.judge import parse_tone
+from shiftwork.stability.mirroring import judged_register_mirrors
 
 
 def test_parse_tone():

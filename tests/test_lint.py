@@ -69,8 +69,39 @@ def test_paper_gpu_jobs():
     for block in blocks:
         lines = block.strip().splitlines()
         rule = next((line.split()[-1].rstrip(":") for line in lines if line.startswith(("rule ", "localrule "))), None)
-        if rule in ("generate", "finetune", "evaluate"):
+        if rule in ("generate_responses", "finetune_model", "evaluate_checkpoint"):
             assert any("gpu=1" in line for line in lines), block
             counts[rule] = counts.get(rule, 0) + 1
     # 8 models x 6 datasets; 6 trajectory runs, 13 checkpoints each
-    assert counts == {"generate": 48, "finetune": 6, "evaluate": 78}
+    assert counts == {"generate_responses": 48, "finetune_model": 6, "evaluate_checkpoint": 78}
+
+
+def test_every_rule_has_a_script_and_a_step_of_its_name():
+    """rule X -> scripts/X.py -> shiftwork.<study>.steps.X, found by grep from the rule name."""
+    import ast
+    import re
+
+    rules_dir = ROOT / "rules"
+    rule_re = re.compile(r"^rule (\w+):", re.M)
+    derived_re = re.compile(r"^use rule (\w+) as (\w+)", re.M)
+    steps = {}
+    for module in ["stability", "trajectory", "organisms", "models"]:
+        tree = ast.parse((ROOT / "shiftwork" / module / "steps.py").read_text())
+        steps.update({node.name: module for node in tree.body if isinstance(node, ast.FunctionDef)})
+    checked = 0
+    for smk in sorted(rules_dir.glob("*.smk")):
+        text = smk.read_text()
+        for block in re.split(r"\n(?=rule \w+:)", text):
+            m = rule_re.match(block.lstrip("\n"))
+            if not m or "script:" not in block:
+                continue  # target rules (all, trajectory, organisms) run nothing
+            name = m.group(1)
+            script = re.search(r'script:\s*"\.\./scripts/(\w+)\.py"', block).group(1)
+            assert script == name, f"rule {name} runs scripts/{script}.py"
+            source = (ROOT / "scripts" / f"{name}.py").read_text()
+            assert name in steps, f"no function {name} in any shiftwork.<study>.steps"
+            assert f"from shiftwork.{steps[name]}.steps import {name}" in source, f"scripts/{name}.py"
+            checked += 1
+        for parent, child in derived_re.findall(text):
+            assert child.startswith(parent.split("_")[0]), (parent, child)
+    assert checked >= 25

@@ -3,7 +3,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from shiftwork.variants.noise import (
+from shiftwork.stability.variants.noise import (
     KINDS,
     MARKS,
     POSITIONS,

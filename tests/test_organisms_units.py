@@ -12,9 +12,9 @@ import yaml
 
 from shiftwork.config import ConfigError, check_config
 from shiftwork.organisms.questions import capacity, make_questions
+from shiftwork.organisms.report import headline_table, trained_policies, trained_policy_share
 from shiftwork.organisms.settings import Policy, Setting, load_setting
 from shiftwork.organisms.steps import checkpoint_dirs, trained_distributions
-from shiftwork.reports.organisms import headline_table, trained_policies, trained_policy_share
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -226,7 +226,7 @@ def test_trained_policy_share_and_headline_by_hand():
 
 
 def test_run_summary_by_hand():
-    from shiftwork.reports.organisms import run_summary
+    from shiftwork.organisms.report import run_summary
 
     table = pd.DataFrame(
         {

@@ -14,7 +14,7 @@ import yaml
 
 from shiftwork.models.prepare import prepared_dir
 from shiftwork.provenance import make_provenance
-from shiftwork.stability_steps import merge_shards, shard_rows
+from shiftwork.stability.steps import merge_shards, shard_rows
 from shiftwork.tables import read_provenance, write_table
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -177,8 +177,8 @@ def test_dry_run_shards_only_datasets_larger_than_the_shard_size(tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     counts = job_counts(proc.stdout + proc.stderr)
     # tiny: 5 prompts -> 3 shards of at most 2; small: 2 prompts -> one job, nothing to merge
-    assert counts["generate_shard"] == 3 and "probe_shard" not in counts
-    assert counts["generate"] == 1 and "probe" not in counts
+    assert counts["generate_shard_responses"] == 3 and "probe_shard" not in counts
+    assert counts["generate_responses"] == 1 and "probe" not in counts
     assert counts["merge_generations"] == counts["merge_probes"] == 1
 
 
@@ -201,7 +201,7 @@ def test_sharded_run_equals_unsharded_run(tmp_path, prepared_smollm):
     proc = snakemake(sharded, *targets)
     assert proc.returncode == 0, proc.stderr[-4000:]
     counts = job_counts(proc.stdout + proc.stderr)
-    assert counts == {"generate_shard": 2, "merge_generations": 1, "merge_probes": 1}
+    assert counts == {"generate_shard_responses": 2, "merge_generations": 1, "merge_probes": 1}
 
     res = "results/stability/{}/" + MODEL
     shard_sizes = [

@@ -1,4 +1,4 @@
-"""Tests of shiftwork.reports.stability: cell formatting, Markdown/LaTeX writers, files, figures."""
+"""Tests of shiftwork.stability.report: cell formatting, Markdown/LaTeX writers, files, figures."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from shiftwork import stats
-from shiftwork.reports import stability as rep
-from shiftwork.stats import AXES
+from shiftwork.stability import report as rep
+from shiftwork.stability import stats
+from shiftwork.stability.stats import AXES
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 

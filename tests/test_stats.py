@@ -1,4 +1,4 @@
-"""Tests of shiftwork.stats on a tiny deltas table whose numbers are worked out by hand.
+"""Tests of shiftwork.stability.stats on a tiny deltas table whose numbers are worked out by hand.
 
 The table (model m1): dataset dA has prompts p1 and p2, dataset dB has prompt p3. Each prompt
 has one baseline row (all zero, flipped False) and two variants. On the normalised scale the
@@ -24,8 +24,8 @@ import pandas as pd
 import pytest
 from scipy import stats as sps
 
-from shiftwork import stats
-from shiftwork.stats import AXES, DEFAULT_R
+from shiftwork.stability import stats
+from shiftwork.stability.stats import AXES, DEFAULT_R
 
 S125 = math.sqrt(0.125)  # RMS of p1: 0.35355...
 S5 = math.sqrt(0.5)  # RMS of p2: 0.70710...

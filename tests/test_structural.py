@@ -1,6 +1,6 @@
 import pandas as pd
 
-from shiftwork.variants.structural import (
+from shiftwork.stability.variants.structural import (
     clean_rewrite,
     form_messages,
     length_messages,

@@ -1,4 +1,4 @@
-"""Tests of shiftwork.trajectory.analysis and shiftwork.reports.trajectory.
+"""Tests of shiftwork.trajectory.analysis and shiftwork.trajectory.report.
 
 The tables are hand-made so that the answers are known: OOD columns are an affine function of
 the ID column plus residual components that are orthogonal to ``[1, id]``, so the partial
@@ -15,8 +15,8 @@ import pingouin as pg
 import pytest
 from scipy import stats as sps
 
-from shiftwork.reports import trajectory as rep
 from shiftwork.trajectory import analysis as ana
+from shiftwork.trajectory import report as rep
 from shiftwork.trajectory.analysis import AnalysisError
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"

@@ -5,8 +5,8 @@ import pandas as pd
 import pytest
 
 from shiftwork.config import ConfigError, check_config
-from shiftwork.prompt_sets import DatasetError
-from shiftwork.trajectory.evaluate import CheckpointError, load_checkpoint
+from shiftwork.data import DatasetError
+from shiftwork.models.checkpoints import CheckpointError, load_checkpoint
 from shiftwork.trajectory.schedule import checkpoint_steps
 from shiftwork.trajectory.tasks import PATTERN, build_suite, load_set, map_labels, render, verbaliser_ids
 

@@ -81,7 +81,8 @@ def test_scores_and_partial_correlations(traj_dir):
 
 @pytest.mark.workflow
 def test_checkpoint_zero_is_the_base_model(traj_dir):
-    from shiftwork.trajectory.evaluate import load_checkpoint, predict
+    from shiftwork.models.checkpoints import load_checkpoint
+    from shiftwork.trajectory.evaluate import predict
 
     res = traj_dir / "results" / "trajectory"
     preds = pd.read_parquet(res / "eval" / "tiny-lora" / "step-0.parquet")
@@ -91,5 +92,5 @@ def test_checkpoint_zero_is_the_base_model(traj_dir):
     model, tok, device = load_checkpoint(str(base_dir), {"path": str(base_dir)})
     base = predict(model, tok, device, tests)
     assert np.allclose(base["margin"].to_numpy(), preds["margin"].to_numpy(), atol=1e-4)
-    log = (traj_dir / "logs" / "finetune" / "tiny-lora.log").read_text()
+    log = (traj_dir / "logs" / "finetune_model" / "tiny-lora.log").read_text()
     assert "checkpoints at steps [0, 2, 4, 6]" in log

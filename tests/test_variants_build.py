@@ -2,9 +2,9 @@ import hashlib
 
 import pandas as pd
 
+from shiftwork.stability.variants.build import build_variants
+from shiftwork.stability.variants.register import apply_register
 from shiftwork.tables import write_table
-from shiftwork.variants.build import build_variants
-from shiftwork.variants.register import apply_register
 
 PROMPTS = pd.DataFrame(
     {

@@ -170,7 +170,7 @@ def test_bad_config_stops_before_any_job(tmp_path):
 def test_stability_values(run_dir):
     from scipy import stats as sps
 
-    from shiftwork.axes import AXES
+    from shiftwork.stability.axes import AXES
 
     res = run_dir / "results/stability"
     gens = pd.read_parquet(res / "generations/smollm2-135m-instruct/tiny.parquet")
@@ -238,7 +238,7 @@ def test_killed_generate_leaves_no_parquet_and_rerun_matches(run_dir):
     target = run_dir / "results/stability/generations/smollm2-135m-instruct/tiny.parquet"
     before = pd.read_parquet(target)
     target.unlink()
-    log = run_dir / "logs/generate/smollm2-135m-instruct/tiny.log"
+    log = run_dir / "logs/generate_responses/smollm2-135m-instruct/tiny.log"
     log.unlink(missing_ok=True)
     proc = subprocess.Popen(
         snakemake_cmd(run_dir, str(target.relative_to(run_dir))),

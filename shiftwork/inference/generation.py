@@ -21,11 +21,11 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from ..models.loading import LoadedModel
-from .batching import generation_row_bytes, longest_first, plan_batch_size
-from .formatting import adds_special_tokens, trim_response
-from .kvcache import new_cache
-from .prefix import Prefix, cache_argument, shared_prefix
+from shiftwork.inference.batching import generation_row_bytes, longest_first, plan_batch_size
+from shiftwork.inference.formatting import adds_special_tokens, trim_response
+from shiftwork.inference.kvcache import new_cache
+from shiftwork.inference.prefix import Prefix, cache_argument, shared_prefix
+from shiftwork.models.loading import LoadedModel
 
 
 @dataclass

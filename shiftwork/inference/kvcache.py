@@ -17,7 +17,7 @@ from typing import Any
 import torch
 from transformers.cache_utils import DynamicCache, DynamicLayer, DynamicSlidingWindowLayer
 
-from .batching import model_dims
+from shiftwork.inference.batching import model_dims
 
 
 class GrowingLayer(DynamicLayer):

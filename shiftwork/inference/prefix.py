@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from .kvcache import cache_holding, plain_attention
+from shiftwork.inference.kvcache import cache_holding, plain_attention
 
 
 def common_prefix_length(seqs: Sequence[Sequence[int]], keep: int = 1) -> int:

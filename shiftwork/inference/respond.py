@@ -31,9 +31,14 @@ from dataclasses import dataclass
 
 import torch
 
-from ..models.loading import LoadedModel
-from .batching import budget_groups, generation_row_bytes, kv_token_bytes, plan_batch_size, probe_row_bytes
-from .generation import (
+from shiftwork.inference.batching import (
+    budget_groups,
+    generation_row_bytes,
+    kv_token_bytes,
+    plan_batch_size,
+    probe_row_bytes,
+)
+from shiftwork.inference.generation import (
     Generation,
     _hf_generate,
     backbone,
@@ -45,9 +50,9 @@ from .generation import (
     responses,
     start_cache,
 )
-from .kvcache import RowStore, new_cache, plain_attention
-from .prefix import Prefix, cache_argument, shared_prefix
-from .probe import (
+from shiftwork.inference.kvcache import RowStore, new_cache, plain_attention
+from shiftwork.inference.prefix import Prefix, cache_argument, shared_prefix
+from shiftwork.inference.probe import (
     ProbeResult,
     head_logits,
     last_position_states,
@@ -56,6 +61,7 @@ from .probe import (
     response_ids,
     response_scores,
 )
+from shiftwork.models.loading import LoadedModel
 
 # Rows decoded together at least, on a CPU (SmolLM2-135M, 2 threads: 7.6 ms per row and step at
 # 16 rows, 3.4 at 64, 2.8 at 128).

@@ -178,7 +178,7 @@ def source_problems(name: str, source: Mapping[str, Any]) -> list[str]:
             problems.append(f"model '{name}': set source.file; {folder} holds GGUF files {present}")
         return problems
     if kind == "local":
-        from .prepare import safetensors_problem
+        from shiftwork.models.prepare import safetensors_problem
 
         path = Path(source["path"])
         if not (path / "config.json").is_file():

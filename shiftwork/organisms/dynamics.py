@@ -64,7 +64,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
 
-from ..reports.figures import save_figure
+from shiftwork.reports.figures import save_figure
 
 __all__ = [
     "METHODS",

@@ -19,8 +19,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..checks import non_negative_int
-from ..seeding import rng_for
+from shiftwork.checks import non_negative_int
+from shiftwork.seeding import rng_for
 
 KINDS: tuple[str, ...] = ("add", "sub", "next")
 NEXT_MIN: int = 100

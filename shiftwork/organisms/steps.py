@@ -16,12 +16,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..logs import LOGGER
-from ..provenance import make_provenance
-from ..tables import read_table, write_table, write_text
-from .questions import make_questions, split_questions
-from .settings import load_setting, prompt_for
-from .transcripts import parse_response, reward, rl_prompts, sft_examples
+from shiftwork.logs import LOGGER
+from shiftwork.organisms.questions import make_questions, split_questions
+from shiftwork.organisms.settings import load_setting, prompt_for
+from shiftwork.organisms.transcripts import parse_response, reward, rl_prompts, sft_examples
+from shiftwork.provenance import make_provenance
+from shiftwork.tables import read_table, write_table, write_text
 
 RESPONSE_CUE = "\nResponse:"
 """Ends every prompt, so a model trained without a chat template knows where its turn begins."""
@@ -31,7 +31,7 @@ def _cue(prompts: pd.Series) -> pd.Series:
     return prompts + RESPONSE_CUE
 
 
-def make_data(name: str, spec: Mapping[str, Any], outs: Mapping[str, str]) -> None:
+def make_organism_data(name: str, spec: Mapping[str, Any], outs: Mapping[str, str]) -> None:
     """SFT transcripts, the training questions RL draws from, and held-out test prompts of every
     distribution (``outs``: sft, questions, test)."""
     setting = load_setting(spec["setting"])
@@ -82,8 +82,8 @@ def make_rl_prompts(
     )
 
 
-def run_sft(model_dir: str, sft_path: str, settings: Mapping[str, Any], seed: int, out_dir: str) -> None:
-    from .training import sft
+def train_sft(model_dir: str, sft_path: str, settings: Mapping[str, Any], seed: int, out_dir: str) -> None:
+    from shiftwork.organisms.training import sft
 
     start = time.perf_counter()
     examples = read_table(sft_path, ["prompt", "completion"])
@@ -96,7 +96,7 @@ def run_sft(model_dir: str, sft_path: str, settings: Mapping[str, Any], seed: in
     )
 
 
-def run_rl(
+def train_rl(
     sft_dir: str,
     prompts_path: str,
     stages: Sequence[Mapping[str, Any]],
@@ -104,7 +104,7 @@ def run_rl(
     seed: int,
     out_dir: str,
 ) -> None:
-    from .training import rl
+    from shiftwork.organisms.training import rl
 
     start = time.perf_counter()
     prompts = read_table(prompts_path, ["prompt", "answer", "stage"])
@@ -131,7 +131,7 @@ def checkpoint_dirs(checkpoints_dir: str) -> list[tuple[int, Path]]:
     return sorted(found)
 
 
-def evaluate_run(
+def evaluate_organism(
     sft_dir: str,
     checkpoints_dir: str,
     test_path: str,
@@ -145,8 +145,8 @@ def evaluate_run(
     """Every checkpoint on every distribution's held-out prompts: per-response rows, and per
     (step, distribution) accuracy, refusal rate and identity shares (``outs``: responses, scores,
     identities)."""
-    from ..trajectory.evaluate import load_checkpoint
-    from .evaluation import generate_sampled, score_responses, summarise
+    from shiftwork.models.checkpoints import load_checkpoint
+    from shiftwork.organisms.evaluation import generate_sampled, score_responses, summarise
 
     setting = load_setting(setting_spec)
     tests = read_table(test_path, ["distribution", "question_id", "prompt", "answer"])
@@ -187,23 +187,23 @@ def evaluate_run(
     write_table(identities, outs["identities"], prov)
 
 
-def report_run(
+def plot_organism_run(
     scores_path: str, identities_path: str, setting_spec: Mapping[str, Any], out_png: str, out_svg: str
 ) -> None:
-    from ..reports.organisms import run_figure
+    from shiftwork.organisms.report import run_figure
 
     setting = load_setting(setting_spec)
     run_figure(read_table(scores_path), read_table(identities_path), setting, out_png, out_svg)
 
 
-def report(
+def report_organisms(
     scores_paths: Sequence[str],
     identities_paths: Sequence[str],
     runs: Mapping[str, Mapping[str, Any]],
     outs: Mapping[str, str],
 ) -> None:
     """All runs' scores in one table, and a Markdown report of each run's first and last checkpoint."""
-    from ..reports.organisms import headline_table, markdown_report
+    from shiftwork.organisms.report import headline_table, markdown_report
 
     scores = pd.concat([read_table(p) for p in scores_paths], ignore_index=True)
     identities = pd.concat([read_table(p) for p in identities_paths], ignore_index=True)
@@ -214,10 +214,10 @@ def report(
     write_text(markdown_report(table, runs), outs["report"])
 
 
-def mixture_figure(spec: Mapping[str, Any], out_table: str, out_png: str, out_svg: str) -> None:
+def simulate_dynamics(spec: Mapping[str, Any], out_table: str, out_png: str, out_svg: str) -> None:
     """The mixture-weight dynamics of ``spec`` (weights, rewards, held_out, names, steps, lr,
     method) as a table and a figure."""
-    from .dynamics import held_out_accuracy, plot_dynamics, simulate
+    from shiftwork.organisms.dynamics import held_out_accuracy, plot_dynamics, simulate
 
     traj = simulate(
         np.asarray(spec["weights"], float),

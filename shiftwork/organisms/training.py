@@ -18,10 +18,10 @@ from typing import Any
 import pandas as pd
 import torch
 
-from ..device import pick_device
-from ..models.loading import load_trainable
-from ..models.prepare import INFO_FILE, weight_digest
-from ..trajectory.finetune import CHECKPOINT_INFO
+from shiftwork.device import pick_device
+from shiftwork.models.checkpoints import CHECKPOINT_INFO
+from shiftwork.models.loading import load_trainable
+from shiftwork.models.prepare import INFO_FILE, weight_digest
 
 
 def _lora(settings: Mapping[str, Any]):
@@ -66,7 +66,7 @@ def _log_callback():
     """A callback that writes the trainer's periodic metrics to the job log."""
     from transformers import TrainerCallback
 
-    from ..logs import LOGGER
+    from shiftwork.logs import LOGGER
 
     class ToLog(TrainerCallback):
         def on_log(self, args, state, control, logs=None, **kwargs):

@@ -10,7 +10,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.figure
 
-from ..tables import atomic_file
+from shiftwork.tables import atomic_file
 
 
 def save_figure(

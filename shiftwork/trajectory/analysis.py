@@ -64,7 +64,7 @@ import patsy
 import pingouin as pg
 from scipy import stats as sps
 
-from ..checks import require_columns
+from shiftwork.checks import require_columns
 
 __all__ = [
     "AnalysisError",

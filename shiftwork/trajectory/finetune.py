@@ -15,12 +15,11 @@ from typing import Any
 import pandas as pd
 import torch
 
-from ..device import pick_device
-from ..models.loading import load_trainable
-from .schedule import checkpoint_steps
-from .tasks import render, verbaliser_ids
-
-CHECKPOINT_INFO = "shiftwork_checkpoint.json"
+from shiftwork.device import pick_device
+from shiftwork.models.checkpoints import CHECKPOINT_INFO
+from shiftwork.models.loading import load_trainable
+from shiftwork.trajectory.schedule import checkpoint_steps
+from shiftwork.trajectory.tasks import render, verbaliser_ids
 
 
 def training_examples(tokenizer, train: pd.DataFrame, max_length: int = 256) -> list[dict[str, list[int]]]:

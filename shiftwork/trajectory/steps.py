@@ -9,11 +9,11 @@ from typing import Any
 
 import pandas as pd
 
-from ..logs import LOGGER
-from ..provenance import make_provenance
-from ..tables import read_table, write_table, write_text
-from .suite import suite_stats
-from .tasks import build_suite
+from shiftwork.logs import LOGGER
+from shiftwork.provenance import make_provenance
+from shiftwork.tables import read_table, write_table, write_text
+from shiftwork.trajectory.suite import suite_stats
+from shiftwork.trajectory.tasks import build_suite
 
 
 def make_suite(spec: Mapping[str, Any], out: str) -> None:
@@ -22,8 +22,8 @@ def make_suite(spec: Mapping[str, Any], out: str) -> None:
     LOGGER.info("suite: %d examples\n%s", len(suite), suite_stats(suite).to_string(index=False))
 
 
-def run_finetune(model_dir: str, suite_path: str, settings: Mapping[str, Any], seed: int, out_dir: str) -> None:
-    from .finetune import finetune
+def finetune_model(model_dir: str, suite_path: str, settings: Mapping[str, Any], seed: int, out_dir: str) -> None:
+    from shiftwork.trajectory.finetune import finetune
 
     suite = read_table(suite_path, ["split", "set", "premise", "hypothesis", "label"])
     train = suite[(suite["split"] == "train") & (suite["set"] == "id")]
@@ -44,7 +44,8 @@ def evaluate_checkpoint(
     dtype: str = "auto",
 ) -> None:
     """Per-example predictions of one checkpoint on every test set of the suite."""
-    from .evaluate import accuracy_table, load_checkpoint, predict
+    from shiftwork.models.checkpoints import load_checkpoint
+    from shiftwork.trajectory.evaluate import accuracy_table, predict
 
     suite = read_table(suite_path, ["example_id", "split", "set", "premise", "hypothesis", "label"])
     tests = suite[suite["split"] == "test"]
@@ -74,12 +75,12 @@ def collect_scores(prediction_paths: Sequence[str], id_set: str, out: str) -> No
     write_table(scores, out, make_provenance("collect_scores", {"id_set": id_set}))
 
 
-def analyse(
+def analyse_trajectory(
     scores_path: str, alpha: float, spline_df: int, out_pairs: str, out_summary: str, out_markdown: str, figure_dir: str
 ) -> None:
-    from ..reports.stability import to_markdown
-    from ..reports.trajectory import curve_plot, heatmap
-    from .analysis import pair_table, summary
+    from shiftwork.reports.tables import to_markdown
+    from shiftwork.trajectory.analysis import pair_table, summary
+    from shiftwork.trajectory.report import curve_plot, heatmap
 
     scores = read_table(scores_path)
     pairs = pair_table(scores, alpha=alpha, df=spline_df)

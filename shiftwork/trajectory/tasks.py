@@ -12,8 +12,8 @@ from typing import Any
 
 import pandas as pd
 
-from ..prompt_sets import DatasetError, get_field, read_source
-from .suite import LABELS, SHIFTS, generate_suite
+from shiftwork.data import DatasetError, get_field, read_source
+from shiftwork.trajectory.suite import LABELS, SHIFTS, generate_suite
 
 PATTERN = '{premise}\nQuestion: Does this mean that "{hypothesis}"? Yes or no?\nAnswer:'
 VERBALISERS = {"entailment": " Yes", "not_entailment": " No"}

@@ -6,8 +6,8 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from .inference.formatting import model_input
-from .inference.generation import generate_all
+from shiftwork.inference.formatting import model_input
+from shiftwork.inference.generation import generate_all
 
 JUDGE_PROMPT = (
     "Read the reply below and say what tone it takes towards the person it answers. "

@@ -19,10 +19,10 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from ..checks import require_columns
-from ..organisms.settings import Setting, load_setting
-from .figures import save_figure
-from .stability import to_markdown
+from shiftwork.checks import require_columns
+from shiftwork.organisms.settings import Setting, load_setting
+from shiftwork.reports.figures import save_figure
+from shiftwork.reports.tables import to_markdown
 
 HEADLINE_COLUMNS: tuple[str, ...] = (
     "run",

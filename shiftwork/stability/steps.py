@@ -1,21 +1,28 @@
-"""The inference step of the stability study: generate and probe, one model x dataset (or shard) per job."""
+"""The stability study's workflow steps, one function per rule (rule X -> scripts/X.py -> X here):
+paths and settings in, tables out."""
 
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from .device import set_threads
-from .inference.formatting import model_input
-from .inference.probe import layer_cosines
-from .logs import LOGGER
-from .models.loading import load_prepared
-from .provenance import make_provenance
-from .tables import TableWriter, read_table
+from shiftwork.device import set_threads
+from shiftwork.encoders import Encoder, encoder_model_type, packaged_baseline
+from shiftwork.inference.formatting import model_input
+from shiftwork.inference.probe import layer_cosines
+from shiftwork.logs import LOGGER
+from shiftwork.models.loading import load_prepared
+from shiftwork.models.prepare import read_info
+from shiftwork.provenance import make_provenance
+from shiftwork.stability import gate as gate_mod
+from shiftwork.stability.prompts import load_prompts
+from shiftwork.stability.variants.build import build_variants
+from shiftwork.stability.variants.structural import merge_cache, rewrite_requests, run_rewrites
+from shiftwork.tables import TableWriter, read_cache, read_table, write_table, write_text
 
 KEYS = ["model", "dataset", "prompt_id", "variant_id"]
 VARIANT_META = ["family", "kind", "position", "strength"]
@@ -53,7 +60,7 @@ def merge_shards(shard_paths: list[str], out: str, keys: list[str] = KEYS) -> in
     """Concatenate the shard tables of one step into ``out``; its provenance is the shards' shared
     one plus, per shard, where it ran. Fails if the shards disagree on their settings or model,
     or overlap. Returns the number of rows."""
-    from .tables import read_provenance, write_table
+    from shiftwork.tables import read_provenance, write_table
 
     if not shard_paths:
         raise ValueError(f"{out}: no shards to merge")
@@ -84,6 +91,16 @@ def merge_shards(shard_paths: list[str], out: str, keys: list[str] = KEYS) -> in
     return len(merged)
 
 
+def merge_generations(shard_paths: list[str], out: str) -> int:
+    """Rule merge_generations: the shards of one model x dataset's generations, as one table."""
+    return merge_shards(shard_paths, out)
+
+
+def merge_probes(shard_paths: list[str], out: str) -> int:
+    """Rule merge_probes: the shards of one model x dataset's probes, as one table."""
+    return merge_shards(shard_paths, out)
+
+
 def baseline_rows(variants: pd.DataFrame, source: str) -> pd.Series:
     """The index of each prompt's baseline row, by prompt id; fails naming the prompts that have
     no baseline row or more than one."""
@@ -97,7 +114,7 @@ def baseline_rows(variants: pd.DataFrame, source: str) -> pd.Series:
     return pd.Series(base.index, index=base["prompt_id"])
 
 
-def generate_and_probe(
+def generate_responses(
     filtered_path: str,
     model_dir: str,
     model_name: str,
@@ -120,8 +137,8 @@ def generate_and_probe(
     model input and the same baseline are computed once; a variant whose input equals its
     baseline's shares the baseline's results, cosine exactly 1. With ``n_shards`` > 1, only the
     prompts of shard ``shard`` (see :func:`shard_rows`)."""
-    from .allocator import fix_heap_thresholds
-    from .inference.respond import answer_batches
+    from shiftwork.allocator import fix_heap_thresholds
+    from shiftwork.inference.respond import answer_batches
 
     variants = read_table(filtered_path, ["dataset", "prompt_id", "variant_id", "text"] + VARIANT_META)
     variants = shard_rows(variants, shard, n_shards).reset_index(drop=True)
@@ -203,7 +220,7 @@ def generate_and_probe(
     return _throughput("generate and probe", len(variants), len(rows_of), n_tokens, time.perf_counter() - start)
 
 
-def score_deltas(
+def score_axes(
     generations_path: str,
     probes_path: str,
     encoder_name: str,
@@ -212,11 +229,12 @@ def score_deltas(
     judge_dir: str | None = None,
     judge_batch_size: int = 16,
 ) -> None:
-    """The six signed axis deltas for every variant (see :mod:`shiftwork.axes`); with
+    """The six signed axis deltas for every variant (see :mod:`shiftwork.stability.axes`); with
     ``judge_dir``, a prepared chat model judges register mirroring."""
-    from .axes import check_ranges, score_axes
-    from .encoders import Encoder
-    from .tables import write_table
+    from shiftwork.encoders import Encoder
+    from shiftwork.stability.axes import check_ranges
+    from shiftwork.stability.axes import score_axes as axis_deltas
+    from shiftwork.tables import write_table
 
     gens = read_table(generations_path)
     probes = read_table(probes_path)
@@ -230,11 +248,11 @@ def score_deltas(
     if judge_dir:
         from functools import partial
 
-        from .judge import judge_tones
+        from shiftwork.stability.judge import judge_tones
 
         judge_fn = partial(judge_tones, load_prepared(judge_dir), batch_size=judge_batch_size)
 
-    deltas = score_axes(gens, probes, bert_f1, judge_fn)
+    deltas = axis_deltas(gens, probes, bert_f1, judge_fn)
     problems = check_ranges(deltas)
     if problems:
         raise ValueError(f"{generations_path}: axis values out of range:\n  " + "\n  ".join(problems[:20]))
@@ -243,10 +261,12 @@ def score_deltas(
     LOGGER.info("scored %d variants of %d prompts", len(deltas), deltas["prompt_id"].nunique())
 
 
-def aggregate(delta_paths: list[str], R: Mapping[str, float], eps: list[float], outs: Mapping[str, str]) -> None:
+def aggregate_stability(
+    delta_paths: list[str], R: Mapping[str, float], eps: list[float], outs: Mapping[str, str]
+) -> None:
     """Normalise, per-prompt RMS instability, SGS per dataset and in total, t-tests, breakdown."""
-    from . import stats
-    from .tables import write_table
+    from shiftwork.stability import stats
+    from shiftwork.tables import write_table
 
     deltas = pd.concat([read_table(p) for p in delta_paths], ignore_index=True)
     normalised = stats.normalise(deltas, R)
@@ -260,8 +280,8 @@ def aggregate(delta_paths: list[str], R: Mapping[str, float], eps: list[float], 
     write_table(stats.breakdown(normalised), outs["breakdown"], prov)
 
 
-def report(inputs: Mapping[str, str], eps: float, table_dir: str, figures: Mapping[str, str]) -> None:
-    from .reports.stability import family_plot, heatmap, write_tables
+def report_stability(inputs: Mapping[str, str], eps: float, table_dir: str, figures: Mapping[str, str]) -> None:
+    from shiftwork.stability.report import family_plot, heatmap, write_tables
 
     total = read_table(inputs["total_sgs"])
     write_tables(
@@ -274,3 +294,160 @@ def report(inputs: Mapping[str, str], eps: float, table_dir: str, figures: Mappi
     )
     heatmap(total, figures["heatmap_png"], figures["heatmap_svg"])
     family_plot(read_table(inputs["breakdown"]), figures["family_png"], figures["family_svg"])
+
+
+def sample_prompts(name: str, spec: Mapping[str, Any], out: str, root: str = ".") -> None:
+    table = load_prompts(name, spec, root)
+    write_table(table, out, make_provenance("sample_prompts", {"dataset": name, **spec}, seed=spec.get("seed", 0)))
+    LOGGER.info("dataset %s: %d prompts", name, len(table))
+
+
+def rewrite_prompts(
+    prompts_path: str,
+    model_dir: str,
+    settings: Mapping[str, Any],
+    out: str,
+    cache_path: str,
+    batch_size: int = 16,
+    dtype: str = "auto",
+) -> None:
+    """Structural rewrites of every prompt by the rewriter model; cached by content."""
+    import json
+
+    from shiftwork.inference.generation import generate_all
+    from shiftwork.stability.variants.structural import messages_as_plain
+
+    prompts = read_table(prompts_path, ["prompt_id", "prompt"])
+    info = read_info(model_dir)
+    requests = rewrite_requests(prompts, settings.get("lengths", []), settings.get("form", True))
+    cache = read_cache(cache_path, ["cache_key", "instruction", "rewrite"])
+    max_new = int(settings.get("max_new_tokens", 160))
+
+    def rewrite_fn(instructions: Sequence[str]) -> list[str]:
+        # run_rewrites calls this once, with every request the cache lacks, and not at all
+        # when the cache holds them all: the model loads only when it has work to do
+        lm = load_prepared(model_dir, dtype)
+        chats = [json.loads(ins) for ins in instructions]
+        if lm.chat:
+            inputs = [lm.tokenizer.apply_chat_template(c, tokenize=False, add_generation_prompt=True) for c in chats]
+        else:
+            inputs = [messages_as_plain(c) for c in chats]
+        return [g.response for g in generate_all(lm, inputs, max_new, batch_size)]
+
+    start = time.perf_counter()
+    table, n_new = run_rewrites(requests, rewrite_fn, info["weight_digest"], max_new, cache)
+    LOGGER.info(
+        "rewrites: %d requests, %d generated, %d from cache, %.1f s",
+        len(table),
+        n_new,
+        len(table) - n_new,
+        time.perf_counter() - start,
+    )
+    prov = make_provenance("rewrite_prompts", dict(settings), model=info["name"], weight_digest=info["weight_digest"])
+    if n_new:
+        write_table(merge_cache(cache, table), cache_path, prov)
+    write_table(table, out, prov)
+
+
+def make_variants(
+    prompts_path: str, settings: Mapping[str, Any], seed: int, out: str, rewrites_path: str | None = None
+) -> None:
+    prompts = read_table(prompts_path, ["dataset", "prompt_id", "prompt"])
+    rewrites = read_table(rewrites_path) if rewrites_path else None
+    table = build_variants(prompts, settings, seed, rewrites)
+    write_table(table, out, make_provenance("make_variants", dict(settings), seed=seed))
+    LOGGER.info("%d variants of %d prompts", len(table), len(prompts))
+
+
+def estimate_gate_baseline(
+    prompt_paths: Sequence[str],
+    encoder_name: str,
+    encoder_spec: Mapping[str, Any],
+    baseline: Any,
+    seed: int,
+    out: str,
+    max_pairs: int = 2000,
+) -> None:
+    """The rescale baseline b: a number from the config, bert-score's file for the encoder,
+    or the mean F1 of mismatched pairs of this run's prompts."""
+    model_type = encoder_model_type(encoder_name, encoder_spec)
+    num_layers = int(encoder_spec["num_layers"])
+    if baseline != "auto":
+        b, method, n_pairs = float(baseline), "config", 0
+    elif (packaged := packaged_baseline(model_type, num_layers)) is not None:
+        b, method, n_pairs = packaged, "bert-score baseline file", 0
+    else:
+        texts = pd.concat([read_table(p, ["prompt"])["prompt"] for p in prompt_paths]).tolist()
+        enc = Encoder(encoder_name, encoder_spec)
+        b, n_pairs = gate_mod.estimate_baseline(enc.f1, texts, max_pairs=max_pairs, seed=seed)
+        method = "mismatched prompt pairs"
+    table = pd.DataFrame(
+        [
+            {
+                "encoder": encoder_name,
+                "model_type": model_type,
+                "num_layers": num_layers,
+                "b": b,
+                "method": method,
+                "n_pairs": n_pairs,
+            }
+        ]
+    )
+    write_table(
+        table,
+        out,
+        make_provenance("estimate_gate_baseline", {"encoder": encoder_name, "baseline": baseline}, seed=seed),
+    )
+    LOGGER.info("gate baseline b = %.4f (%s, %d pairs)", b, method, n_pairs)
+
+
+def filter_variants(
+    variants_path: str,
+    baseline_path: str,
+    encoder_name: str,
+    encoder_spec: Mapping[str, Any],
+    gate: Mapping[str, Any],
+    out_kept: str,
+    out_summary: str,
+    out_dropped: str,
+) -> None:
+    variants = read_table(variants_path, ["prompt_id", "family", "original", "text"])
+    b = float(read_table(baseline_path, ["b"])["b"].iloc[0])
+    scale, threshold = gate.get("scale", "rescaled"), float(gate["threshold"])
+    enc = Encoder(encoder_name, encoder_spec)
+    scored = variants.copy()
+    is_base = scored["family"] == "baseline"
+    f1 = pd.Series(1.0, index=scored.index)
+    f1[~is_base] = enc.f1(scored.loc[~is_base, "text"].tolist(), scored.loc[~is_base, "original"].tolist())
+    scored["f1"] = f1.astype(float)
+    scored["gate_score"] = gate_mod.gate_scores(scored["f1"].to_numpy(), scale, b if scale == "rescaled" else None)
+    kept, dropped = gate_mod.apply_gate(scored, threshold)
+    summary = gate_mod.gate_summary(scored, threshold)
+    dataset = str(variants["dataset"].iloc[0]) if len(variants) else ""
+    for frame in (summary, dropped):
+        frame.insert(0, "dataset", dataset)
+        frame["b"] = b
+        frame["scale"] = scale
+        frame["threshold"] = threshold
+    prov = make_provenance("filter_variants", {"encoder": encoder_name, **gate, "b": b})
+    write_table(summary, out_summary, prov)
+    write_table(dropped, out_dropped, prov)
+    write_table(kept, out_kept, prov)
+    LOGGER.info("gate: kept %d of %d prompts", kept["prompt_id"].nunique(), variants["prompt_id"].nunique())
+
+
+def report_gate(
+    summary_paths: Sequence[str],
+    dropped_paths: Sequence[str],
+    variant_paths: Sequence[str],
+    out_table: str,
+    out_markdown: str,
+) -> None:
+    from shiftwork.stability.gate_report import gate_markdown, gate_overview
+
+    summaries = pd.concat([read_table(p) for p in summary_paths], ignore_index=True)
+    dropped = pd.concat([read_table(p) for p in dropped_paths], ignore_index=True)
+    n_prompts = {str(v["dataset"].iloc[0]): v["prompt_id"].nunique() for v in map(read_table, variant_paths) if len(v)}
+    overview = gate_overview(summaries, dropped, n_prompts)
+    write_table(overview, out_table, make_provenance("report_gate", {}))
+    write_text(gate_markdown(overview, summaries, dropped), out_markdown)

@@ -7,9 +7,9 @@ from typing import Any
 
 import pandas as pd
 
-from ..seeding import rng_for
-from .noise import apply_noise
-from .register import apply_register
+from shiftwork.seeding import rng_for
+from shiftwork.stability.variants.noise import apply_noise
+from shiftwork.stability.variants.register import apply_register
 
 VARIANT_COLUMNS = [
     "dataset",

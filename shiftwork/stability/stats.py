@@ -30,7 +30,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats as _sps
 
-from .checks import require_columns
+from shiftwork.checks import require_columns
 
 AXES: tuple[str, ...] = ("Act", "BLEU", "BERT", "Prob", "Ent", "MR")
 """The behaviour axes, in table order."""

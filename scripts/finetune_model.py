@@ -8,14 +8,13 @@ from shiftwork.logs import log_to
 # the claim sets CUDA_VISIBLE_DEVICES, which CUDA reads once: import the step after it
 with log_to(snakemake.log[0]), claim_gpu():
     from shiftwork.device import set_threads
-    from shiftwork.organisms.steps import run_rl
+    from shiftwork.trajectory.steps import finetune_model
 
     set_threads(snakemake.threads)
-    run_rl(
-        snakemake.input.sft,
-        snakemake.input.prompts,
-        snakemake.params.stages,
-        snakemake.params.train,
+    finetune_model(
+        str(Path(snakemake.input.model).parent),
+        snakemake.input.suite,
+        snakemake.params.settings,
         snakemake.params.seed,
         snakemake.output.checkpoints,
     )

@@ -18,8 +18,8 @@ import math
 import numbers
 import re
 
-from .variants.noise import MARKS
-from .variants.register import tone_score
+from shiftwork.stability.variants.noise import MARKS
+from shiftwork.stability.variants.register import tone_score
 
 NOISE_KINDS: tuple[str, ...] = ("spacing", "punctuation", "casing")
 # Default margins for noise_mirrors: how much noisier than the baseline reply a reply must be.

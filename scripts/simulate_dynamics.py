@@ -3,13 +3,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(snakemake.scriptdir).parent))
 from shiftwork.logs import log_to
-from shiftwork.organisms.steps import report_run
+from shiftwork.organisms.steps import simulate_dynamics
 
 with log_to(snakemake.log[0]):
-    report_run(
-        snakemake.input.scores,
-        snakemake.input.identities,
-        snakemake.params.setting,
+    simulate_dynamics(
+        snakemake.params.spec,
+        snakemake.output.table,
         snakemake.output.png,
         snakemake.output.svg,
     )

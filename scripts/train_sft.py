@@ -8,10 +8,10 @@ from shiftwork.logs import log_to
 # the claim sets CUDA_VISIBLE_DEVICES, which CUDA reads once: import the step after it
 with log_to(snakemake.log[0]), claim_gpu():
     from shiftwork.device import set_threads
-    from shiftwork.organisms.steps import run_sft
+    from shiftwork.organisms.steps import train_sft
 
     set_threads(snakemake.threads)
-    run_sft(
+    train_sft(
         str(Path(snakemake.input.model).parent),
         snakemake.input.sft,
         snakemake.params.train,

@@ -7,9 +7,9 @@ from shiftwork.logs import log_to
 
 # the claim sets CUDA_VISIBLE_DEVICES, which CUDA reads once: import the step after it
 with log_to(snakemake.log[0]), claim_gpu():
-    from shiftwork.stability_steps import generate_and_probe
+    from shiftwork.stability.steps import generate_responses
 
-    generate_and_probe(
+    generate_responses(
         snakemake.input.variants,
         str(Path(snakemake.input.model).parent),
         snakemake.wildcards.model,

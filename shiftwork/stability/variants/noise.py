@@ -11,7 +11,7 @@ import numbers
 
 import numpy as np
 
-from ..checks import non_negative_int
+from shiftwork.checks import non_negative_int
 
 KINDS: tuple[str, ...] = ("spacing", "punctuation", "casing")
 POSITIONS: tuple[str, ...] = ("prefix", "suffix", "global")

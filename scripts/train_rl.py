@@ -8,13 +8,14 @@ from shiftwork.logs import log_to
 # the claim sets CUDA_VISIBLE_DEVICES, which CUDA reads once: import the step after it
 with log_to(snakemake.log[0]), claim_gpu():
     from shiftwork.device import set_threads
-    from shiftwork.trajectory.steps import run_finetune
+    from shiftwork.organisms.steps import train_rl
 
     set_threads(snakemake.threads)
-    run_finetune(
-        str(Path(snakemake.input.model).parent),
-        snakemake.input.suite,
-        snakemake.params.settings,
+    train_rl(
+        snakemake.input.sft,
+        snakemake.input.prompts,
+        snakemake.params.stages,
+        snakemake.params.train,
         snakemake.params.seed,
         snakemake.output.checkpoints,
     )

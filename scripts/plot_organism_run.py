@@ -3,12 +3,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(snakemake.scriptdir).parent))
 from shiftwork.logs import log_to
-from shiftwork.organisms.steps import mixture_figure
+from shiftwork.organisms.steps import plot_organism_run
 
 with log_to(snakemake.log[0]):
-    mixture_figure(
-        snakemake.params.spec,
-        snakemake.output.table,
+    plot_organism_run(
+        snakemake.input.scores,
+        snakemake.input.identities,
+        snakemake.params.setting,
         snakemake.output.png,
         snakemake.output.svg,
     )

@@ -3,7 +3,7 @@ import json
 import pandas as pd
 import pytest
 
-from shiftwork.prompt_sets import DatasetError, extract, load_prompts, sample
+from shiftwork.stability.prompts import DatasetError, extract, load_prompts, sample
 
 EMBEDDED = ["misconceptions", "open_questions", "instructions", "short_facts", "trivia", "multi_hop"]
 

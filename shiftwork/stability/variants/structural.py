@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 
 import pandas as pd
 
-from ..provenance import digest
+from shiftwork.provenance import digest
 
 REWRITE_COLUMNS = ["prompt_id", "kind", "strength", "instruction", "rewrite", "cache_key"]
 

@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 import sacrebleu
 
-from .mirroring import judged_register_mirrors, mirroring
+from shiftwork.stability.mirroring import judged_register_mirrors, mirroring
 
 AXES: tuple[str, ...] = ("Act", "BLEU", "BERT", "Prob", "Ent", "MR")
 KEY: list[str] = ["model", "dataset", "prompt_id", "variant_id"]
@@ -76,7 +76,7 @@ def score_axes(
     ``bert_f1(candidates, references)`` returns BERTScore F1 per pair; it is called once, with
     every (r_v, r_0) pair whose stripped texts differ, and not at all if there is none.
     ``flipped`` is True when ``r_v.strip() != r_0.strip()``. With ``judge`` (texts -> tone per
-    text, see :mod:`shiftwork.judge`), register mirroring uses the judged tone instead of the
+    text, see :mod:`shiftwork.stability.judge`), register mirroring uses the judged tone instead of the
     lexical cue detector.
 
     Raises ValueError if a column is missing, a (model, dataset, prompt_id, variant_id) key is

@@ -7,7 +7,7 @@ from shiftwork.organisms.steps import make_rl_prompts
 
 with log_to(snakemake.log[0]):
     make_rl_prompts(
-        snakemake.wildcards.orun,
+        snakemake.wildcards.run,
         snakemake.params.setting,
         snakemake.input.questions,
         snakemake.params.stages,

@@ -13,7 +13,6 @@ renamed over the target with :func:`os.replace`.
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -25,10 +24,11 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from ..checks import require_columns
-from ..stats import AXES
-from ..tables import atomic_file, write_text
-from .figures import save_figure
+from shiftwork.checks import require_columns
+from shiftwork.reports.figures import save_figure
+from shiftwork.reports.tables import to_latex, to_markdown
+from shiftwork.stability.stats import AXES
+from shiftwork.tables import atomic_file, write_text
 
 MARKER_LEGEND = "* p < 0.05, ** p < 0.01, *** p < 0.001"
 FAMILIES: tuple[str, ...] = ("register", "noise", "structural")
@@ -47,9 +47,9 @@ def format_cell(value: float, marker: str = "") -> str:
 def numeric_table(sgs: pd.DataFrame, tests: pd.DataFrame, by: Sequence[str], eps: float = 0.05) -> pd.DataFrame:
     """The SGS rows of ``sgs`` with, per axis, the p-value and marker of its test at ``eps``.
 
-    ``sgs`` is :func:`shiftwork.stats.total_sgs` (``by=["model"]``) or
-    :func:`shiftwork.stats.dataset_sgs` (``by=["model", "dataset"]``); ``tests`` is
-    :func:`shiftwork.stats.ttests` with the same ``by``. Columns: ``*by``, the axes,
+    ``sgs`` is :func:`shiftwork.stability.stats.total_sgs` (``by=["model"]``) or
+    :func:`shiftwork.stability.stats.dataset_sgs` (``by=["model", "dataset"]``); ``tests`` is
+    :func:`shiftwork.stability.stats.ttests` with the same ``by``. Columns: ``*by``, the axes,
     ``<axis>_p`` and ``<axis>_marker`` per axis, then ``flip_rate`` (when present) and
     ``n_prompts``. ValueError when ``tests`` has no row at ``eps`` or lacks a row for some
     group and axis of ``sgs``.
@@ -94,8 +94,8 @@ def main_table(total: pd.DataFrame, tests: pd.DataFrame, eps: float = 0.05) -> p
 
     Each axis cell is the model's total SGS to three decimals followed by the marker of the
     per-model t-test at ``eps`` (e.g. ``"0.123**"``). ``total`` is
-    :func:`shiftwork.stats.total_sgs` and keeps the numbers; ``tests`` is
-    :func:`shiftwork.stats.ttests` with ``by=["model"]``. :func:`numeric_table` gives the
+    :func:`shiftwork.stability.stats.total_sgs` and keeps the numbers; ``tests`` is
+    :func:`shiftwork.stability.stats.ttests` with ``by=["model"]``. :func:`numeric_table` gives the
     numeric twin (what the CSV holds).
     """
     return _display(numeric_table(total, tests, ["model"], eps), ["model"])
@@ -104,99 +104,11 @@ def main_table(total: pd.DataFrame, tests: pd.DataFrame, eps: float = 0.05) -> p
 def dataset_table(dataset_sgs: pd.DataFrame, tests_by_dataset: pd.DataFrame, eps: float = 0.05) -> pd.DataFrame:
     """Display table: one row per (model, dataset), cells formatted as in :func:`main_table`.
 
-    ``dataset_sgs`` is :func:`shiftwork.stats.dataset_sgs`; ``tests_by_dataset`` is
-    :func:`shiftwork.stats.ttests` with ``by=["model", "dataset"]``.
+    ``dataset_sgs`` is :func:`shiftwork.stability.stats.dataset_sgs`; ``tests_by_dataset`` is
+    :func:`shiftwork.stability.stats.ttests` with ``by=["model", "dataset"]``.
     """
     by = ["model", "dataset"]
     return _display(numeric_table(dataset_sgs, tests_by_dataset, by, eps), by)
-
-
-def _plain(df: pd.DataFrame) -> pd.DataFrame:
-    """``df`` with a meaningful index turned into leading columns (a default RangeIndex is dropped)."""
-    if isinstance(df.index, pd.RangeIndex) and df.index.name is None:
-        return df
-    return df.reset_index()
-
-
-def _cell_text(value: object, floatfmt: str) -> str:
-    if value is None or (isinstance(value, float) and np.isnan(value)):
-        return ""
-    if isinstance(value, (float, np.floating)):
-        return format(float(value), floatfmt)
-    return str(value)
-
-
-def to_markdown(df: pd.DataFrame, floatfmt: str = ".3f") -> str:
-    """A plain pipe table of ``df``, ending in a newline.
-
-    A header row, a ``| --- |`` separator, then one line per row. Floats are formatted with
-    ``floatfmt``, missing values are empty, ``|`` in a cell is escaped as ``\\|``. A
-    non-default index is written as leading column(s).
-    """
-    df = _plain(df)
-
-    def esc(text: str) -> str:
-        return text.replace("|", "\\|").replace("\n", " ")
-
-    header = [esc(str(c)) for c in df.columns]
-    lines = ["| " + " | ".join(header) + " |", "| " + " | ".join("---" for _ in header) + " |"]
-    for row in df.itertuples(index=False):
-        lines.append("| " + " | ".join(esc(_cell_text(v, floatfmt)) for v in row) + " |")
-    return "\n".join(lines) + "\n"
-
-
-_LATEX_SPECIALS = {
-    "\\": r"\textbackslash{}",
-    "&": r"\&",
-    "%": r"\%",
-    "$": r"\$",
-    "#": r"\#",
-    "_": r"\_",
-    "{": r"\{",
-    "}": r"\}",
-    "~": r"\textasciitilde{}",
-    "^": r"\textasciicircum{}",
-}
-_LATEX_RE = re.compile("|".join(re.escape(k) for k in _LATEX_SPECIALS))
-_NUMBER_CELL = re.compile(r"^\s*(-?\d+(\.\d*)?([eE][-+]?\d+)?\**|n/a)?\s*$")
-
-
-def latex_escape(text: str) -> str:
-    """``text`` with the LaTeX special characters ``\\ & % $ # _ { } ~ ^`` escaped."""
-    return _LATEX_RE.sub(lambda m: _LATEX_SPECIALS[m.group(0)], str(text))
-
-
-def to_latex(df: pd.DataFrame, caption: str, label: str, floatfmt: str = ".3f") -> str:
-    """A booktabs table of ``df`` (needs ``\\usepackage{booktabs}``), ending in a newline.
-
-    ``\\begin{table}`` with ``\\caption`` and ``\\label``, then a tabular with
-    ``\\toprule``, the header, ``\\midrule``, the rows and ``\\bottomrule``. Header, cells
-    and caption are escaped with :func:`latex_escape`; the label is written as given.
-    Columns of numbers (or number-with-marker strings) are right-aligned, others left.
-    """
-    df = _plain(df)
-    if not str(label).strip():
-        raise ValueError("to_latex: argument 'label' is empty")
-    cells = [[_cell_text(v, floatfmt) for v in row] for row in df.itertuples(index=False)]
-    align = []
-    for j, column in enumerate(df.columns):
-        numeric = pd.api.types.is_numeric_dtype(df[column]) and not pd.api.types.is_bool_dtype(df[column])
-        if not numeric:
-            numeric = len(cells) > 0 and all(_NUMBER_CELL.match(r[j]) for r in cells)
-        align.append("r" if numeric else "l")
-    lines = [
-        r"\begin{table}[htbp]",
-        r"\centering",
-        rf"\caption{{{latex_escape(caption)}}}",
-        rf"\label{{{label}}}",
-        rf"\begin{{tabular}}{{{''.join(align)}}}",
-        r"\toprule",
-        " & ".join(latex_escape(str(c)) for c in df.columns) + r" \\",
-        r"\midrule",
-    ]
-    lines += [" & ".join(latex_escape(c) for c in row) + r" \\" for row in cells]
-    lines += [r"\bottomrule", r"\end{tabular}", r"\end{table}"]
-    return "\n".join(lines) + "\n"
 
 
 def write_tables(
@@ -251,7 +163,7 @@ def write_tables(
 def heatmap(total: pd.DataFrame, out_png: str | os.PathLike, out_svg: str | os.PathLike) -> None:
     """Models x axes heatmap of the total SGS, each cell annotated with its value.
 
-    ``total`` is :func:`shiftwork.stats.total_sgs`. Missing values are left blank and
+    ``total`` is :func:`shiftwork.stability.stats.total_sgs`. Missing values are left blank and
     annotated ``n/a``. Saved as PNG (dpi 150) and SVG, atomically; the figure is closed.
     """
     require_columns(total, ["model", *AXES], "heatmap(total)")
@@ -328,7 +240,7 @@ def family_plot(breakdown: pd.DataFrame, out_png: str | os.PathLike, out_svg: st
     Left: grouped bars, one group per family (register, noise, structural, then any other),
     one bar per model, height the RMS averaged over the axes (:func:`family_summary`).
     Right: register variants by strength, one line per model. ``breakdown`` is
-    :func:`shiftwork.stats.breakdown`. Saved as PNG (dpi 150) and SVG, atomically; the
+    :func:`shiftwork.stability.stats.breakdown`. Saved as PNG (dpi 150) and SVG, atomically; the
     figure is closed.
     """
     summary = family_summary(breakdown)

@@ -26,9 +26,9 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from ..checks import require_columns
-from ..trajectory.analysis import ID_ROLE, REQUIRED_COLUMNS, AnalysisError, sorted_mixed
-from .figures import save_figure
+from shiftwork.checks import require_columns
+from shiftwork.reports.figures import save_figure
+from shiftwork.trajectory.analysis import ID_ROLE, REQUIRED_COLUMNS, AnalysisError, sorted_mixed
 
 __all__ = ["HOLM_ALPHA", "curve_plot", "heatmap", "partial_matrix"]
 
