@@ -31,13 +31,19 @@ organisms: $(STAMP)
 test: $(STAMP)
 	$(BIN)/python -m pytest -q
 
+# pre-commit runs ruff (check and format), snakefmt and the hygiene hooks of .pre-commit-config.yaml
 lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 	$(BIN)/snakefmt --check Snakefile rules
+	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/pre-commit run --all-files
 	$(BIN)/snakemake --lint
 	$(BIN)/snakemake -n --quiet
 	$(BIN)/snakemake -n --quiet --configfile config/paper.yaml
 
 format: $(STAMP)
+	$(BIN)/ruff check --fix .
+	$(BIN)/ruff format .
 	$(BIN)/snakefmt Snakefile rules
 
 clean-results:

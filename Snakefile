@@ -12,7 +12,6 @@ if not workflow.overwrite_configfiles:
 
 include: "rules/common.smk"
 include: "rules/models.smk"
-include: "rules/variants.smk"
 include: "rules/stability.smk"
 include: "rules/trajectory.smk"
 include: "rules/organisms.smk"

@@ -27,9 +27,15 @@ def main(model_dir: str, repeats: int = 5) -> dict:
         check_weights(model_dir)
         checks.append(time.perf_counter() - start)
     weight_bytes = sum(f["bytes"] for f in read_info(model_dir)["weight_files"].values())
-    return {"model_dir": model_dir, "repeats": repeats, "median_s": round(statistics.median(times), 3),
-            "max_s": round(max(times), 3), "min_s": round(min(times), 3),
-            "weight_mib": round(weight_bytes / 2**20, 1), "digest_check_median_s": round(statistics.median(checks), 3)}
+    return {
+        "model_dir": model_dir,
+        "repeats": repeats,
+        "median_s": round(statistics.median(times), 3),
+        "max_s": round(max(times), 3),
+        "min_s": round(min(times), 3),
+        "weight_mib": round(weight_bytes / 2**20, 1),
+        "digest_check_median_s": round(statistics.median(checks), 3),
+    }
 
 
 if __name__ == "__main__":

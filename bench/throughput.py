@@ -4,7 +4,7 @@
 
 On one model, one set of prompts and one set of variants it runs
 
-(a) shiftwork's own ``generate`` job (:func:`shiftwork.stability_steps.generate_and_probe`:
+(a) shiftwork's own ``generate`` job (:func:`shiftwork.stability.steps.generate_responses`:
     responses and probes from the same forward passes, Parquet in and out, in its own process
     as the workflow runs it), and
 (b) the reference loop of the published method, written here the plain way: for every variant one
@@ -36,8 +36,9 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -50,8 +51,13 @@ KEYS = ["dataset", "prompt_id", "variant_id"]
 # The structural family needs the rewriter model, so it is left out.
 VARIANT_SETTINGS = {
     "register": {"enabled": True, "strengths": [-10, 10], "positions": ["prefix", "suffix", "global"]},
-    "noise": {"enabled": True, "positions": ["prefix", "suffix", "global"],
-              "spacing": [4], "punctuation": [3], "casing": [0.3]},
+    "noise": {
+        "enabled": True,
+        "positions": ["prefix", "suffix", "global"],
+        "spacing": [4],
+        "punctuation": [3],
+        "casing": [0.3],
+    },
     "structural": {"enabled": False},
 }
 
@@ -61,7 +67,7 @@ VARIANT_SETTINGS = {
 
 def bench_prompts(config: dict, n_prompts: int) -> pd.DataFrame:
     """``n_prompts`` prompts taken in turn from each packaged prompt set (all rows, source order)."""
-    from shiftwork.prompt_sets import read_prompts
+    from shiftwork.stability.prompts import read_prompts
 
     sets = [read_prompts(name, spec, ROOT) for name, spec in config["datasets"].items()]
     rows = []
@@ -73,7 +79,7 @@ def bench_prompts(config: dict, n_prompts: int) -> pd.DataFrame:
 
 
 def bench_variants(config: dict, n_prompts: int, seed: int = 0) -> pd.DataFrame:
-    from shiftwork.variants.build import build_variants
+    from shiftwork.stability.variants.build import build_variants
 
     return build_variants(bench_prompts(config, n_prompts), VARIANT_SETTINGS, seed)
 
@@ -100,10 +106,19 @@ def reference_loop(lm, variants: pd.DataFrame, max_new_tokens: int) -> pd.DataFr
             ids = tok(x, return_tensors="pt", add_special_tokens=special).input_ids.to(lm.device)
             with torch.inference_mode():
                 # the response to this variant
-                out = model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=max_new_tokens,
-                                     do_sample=False, num_beams=1, temperature=None, top_p=None, top_k=None,
-                                     pad_token_id=tok.pad_token_id, eos_token_id=sorted(eos))
-                new = out[0, ids.shape[1]:].tolist()
+                out = model.generate(
+                    ids,
+                    attention_mask=torch.ones_like(ids),
+                    max_new_tokens=max_new_tokens,
+                    do_sample=False,
+                    num_beams=1,
+                    temperature=None,
+                    top_p=None,
+                    top_k=None,
+                    pad_token_id=tok.pad_token_id,
+                    eos_token_id=sorted(eos),
+                )
+                new = out[0, ids.shape[1] :].tolist()
                 n = next((k for k, t in enumerate(new) if t in eos), len(new))
                 stopped = n < len(new)
                 text = tok.decode(new[:n], skip_special_tokens=True)
@@ -119,36 +134,61 @@ def reference_loop(lm, variants: pd.DataFrame, max_new_tokens: int) -> pd.DataFr
                 r_ids = tok(r0, return_tensors="pt", add_special_tokens=False).input_ids.to(lm.device)
                 full = torch.cat([ids, r_ids], dim=1)
                 start, stop = ids.shape[1] - 1, full.shape[1] - 1
-                targets = full[0, start + 1:]
+                targets = full[0, start + 1 :]
                 logp = torch.log_softmax(model(full).logits[0, start:stop].float(), dim=-1)
                 logprob = float(logp.gather(1, targets[:, None]).sum())
                 # mean entropy of the next-token distribution along r_0
                 logp = torch.log_softmax(model(full).logits[0, start:stop].float(), dim=-1)
                 entropy = float((-(logp.exp() * logp).sum(-1)).mean()) if stop > start else 0.0
             cos = torch.nn.functional.cosine_similarity(h, h0, dim=-1).numpy()
-            records.append({**{k: getattr(row, k) for k in KEYS}, "response": response, "n_tokens": n,
-                            "stopped": stopped, "logprob": logprob, "entropy": entropy,
-                            "act_cos": float(cos.mean()), "act_cos_layers": cos.tolist()})
+            records.append(
+                {
+                    **{k: getattr(row, k) for k in KEYS},
+                    "response": response,
+                    "n_tokens": n,
+                    "stopped": stopped,
+                    "logprob": logprob,
+                    "entropy": entropy,
+                    "act_cos": float(cos.mean()),
+                    "act_cos_layers": cos.tolist(),
+                }
+            )
     return pd.DataFrame(records)
 
 
 # ---------------------------------------------------------------------------- (a) the workflow's jobs
 
 
-def run_generate(variants_path: str, model_dir: str, work: str, max_new_tokens: int, batch_size: int, dtype: str,
-                 threads: int | None) -> dict[str, Any]:
+def run_generate(
+    variants_path: str, model_dir: str, work: str, max_new_tokens: int, batch_size: int, dtype: str, threads: int | None
+) -> dict[str, Any]:
     """The workflow's generate job: responses and probes, from Parquet to Parquet."""
-    from shiftwork.stability_steps import generate_and_probe
+    from shiftwork.stability.steps import generate_responses
     from shiftwork.tables import read_provenance
 
     gen_path = Path(work) / "generations.parquet"
     start = time.perf_counter()
-    stats = generate_and_probe(variants_path, model_dir, MODEL, str(gen_path), str(Path(work) / "probes.parquet"),
-                               max_new_tokens=max_new_tokens, batch_size=batch_size, dtype=dtype, threads=threads)
+    stats = generate_responses(
+        variants_path,
+        model_dir,
+        MODEL,
+        str(gen_path),
+        str(Path(work) / "probes.parquet"),
+        max_new_tokens=max_new_tokens,
+        batch_size=batch_size,
+        dtype=dtype,
+        threads=threads,
+    )
     wall = time.perf_counter() - start
     prov = read_provenance(gen_path)
-    return {"wall_s": wall, "inference_s": stats["seconds"], "rows": int(stats["rows"]), "tokens": int(stats["tokens"]),
-            "device": prov.get("device"), "dtype": str((prov.get("settings") or {}).get("dtype", "")).replace("torch.", "")}
+    return {
+        "wall_s": wall,
+        "inference_s": stats["seconds"],
+        "rows": int(stats["rows"]),
+        "tokens": int(stats["tokens"]),
+        "device": prov.get("device"),
+        "dtype": str((prov.get("settings") or {}).get("dtype", "")).replace("torch.", ""),
+    }
 
 
 def pipeline_outputs(work: str) -> pd.DataFrame:
@@ -158,11 +198,13 @@ def pipeline_outputs(work: str) -> pd.DataFrame:
     gens = read_table(Path(work) / "generations.parquet")
     probes = read_table(Path(work) / "probes.parquet")
     return gens[KEYS + ["response", "n_tokens", "stopped"]].merge(
-        probes[KEYS + ["logprob", "entropy", "act_cos", "act_cos_layers"]], on=KEYS, how="outer")
+        probes[KEYS + ["logprob", "entropy", "act_cos", "act_cos_layers"]], on=KEYS, how="outer"
+    )
 
 
-def run_pipeline(variants_path: str, model_dir: str, work: str, max_new_tokens: int, batch_size: int, dtype: str,
-                 threads: int | None) -> tuple[pd.DataFrame, dict[str, Any]]:
+def run_pipeline(
+    variants_path: str, model_dir: str, work: str, max_new_tokens: int, batch_size: int, dtype: str, threads: int | None
+) -> tuple[pd.DataFrame, dict[str, Any]]:
     """(a) in this process: the generate job; its two tables joined, and its measurements."""
     Path(work).mkdir(parents=True, exist_ok=True)
     gen = run_generate(variants_path, model_dir, work, max_new_tokens, batch_size, dtype, threads)
@@ -216,8 +258,16 @@ def wait_for_quiet(timeout: float, busy_share: float = 0.1) -> float | None:
         time.sleep(10.0)
 
 
-def run_child(kind: str, variants_path: str, work: str, model_dir: str, max_new_tokens: int, batch_size: int,
-              dtype: str, threads: int) -> dict[str, Any]:
+def run_child(
+    kind: str,
+    variants_path: str,
+    work: str,
+    model_dir: str,
+    max_new_tokens: int,
+    batch_size: int,
+    dtype: str,
+    threads: int,
+) -> dict[str, Any]:
     """One measurement in this (fresh) process: ``generate`` (a, the workflow's job) or
     ``reference`` (b). Times cover what the step does: for (a) the job's model load and Parquet
     I/O as well, for (b) the loop after loading the model once."""
@@ -239,9 +289,14 @@ def run_child(kind: str, variants_path: str, work: str, model_dir: str, max_new_
         variants = read_table(variants_path)
         start = time.perf_counter()
         outputs = reference_loop(lm, variants, max_new_tokens)
-        result = {"wall_s": time.perf_counter() - start, "rows": len(outputs), "tokens": int(outputs["n_tokens"].sum()),
-                  "device": str(lm.device), "dtype": str(lm.dtype).replace("torch.", ""),
-                  "attn_implementation": getattr(lm.model.config, "_attn_implementation", None)}
+        result = {
+            "wall_s": time.perf_counter() - start,
+            "rows": len(outputs),
+            "tokens": int(outputs["n_tokens"].sum()),
+            "device": str(lm.device),
+            "dtype": str(lm.dtype).replace("torch.", ""),
+            "attn_implementation": getattr(lm.model.config, "_attn_implementation", None),
+        }
         write_table(outputs, Path(work) / "outputs.parquet")
     result.update(kind=kind, cpu_s=cpu_seconds() - cpu0, threads=torch.get_num_threads(), peak_rss_mib=peak_rss_mib())
     if torch.cuda.is_available():
@@ -254,9 +309,25 @@ def spawn(kind: str, variants_path: Path, work: Path, args: argparse.Namespace) 
     """Run one measurement in a child process; what it reports, plus the load it ran under."""
     quiet = wait_for_quiet(args.wait_quiet) if args.wait_quiet else None
     report = work / f"{kind}.json"
-    cmd = [sys.executable, str(Path(__file__).resolve()), "child", kind, str(variants_path), str(work), str(report),
-           "--model-dir", args.model_dir, "--max-new-tokens", str(args.max_new_tokens),
-           "--batch-size", str(args.batch_size), "--dtype", args.dtype, "--threads", str(args.threads)]
+    cmd = [
+        sys.executable,
+        str(Path(__file__).resolve()),
+        "child",
+        kind,
+        str(variants_path),
+        str(work),
+        str(report),
+        "--model-dir",
+        args.model_dir,
+        "--max-new-tokens",
+        str(args.max_new_tokens),
+        "--batch-size",
+        str(args.batch_size),
+        "--dtype",
+        args.dtype,
+        "--threads",
+        str(args.threads),
+    ]
     report.unlink(missing_ok=True)
     load_before, busy0, start = os.getloadavg()[0], machine_busy_seconds(), time.monotonic()
     children0 = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -278,8 +349,7 @@ def spawn(kind: str, variants_path: Path, work: Path, args: argparse.Namespace) 
 def measure_pipeline(variants_path: Path, work: Path, args: argparse.Namespace) -> dict[str, Any]:
     """(a): the generate job in a child process."""
     gen = spawn("generate", variants_path, work, args)
-    return {**gen, "generate_peak_rss_mib": gen["peak_rss_mib"],
-            "gpu_peak_mib": gen.get("gpu_peak_mib") or None}
+    return {**gen, "generate_peak_rss_mib": gen["peak_rss_mib"], "gpu_peak_mib": gen.get("gpu_peak_mib") or None}
 
 
 # ---------------------------------------------------------------------------- comparison and report
@@ -302,8 +372,10 @@ def compare(a: pd.DataFrame, b: pd.DataFrame, tol: float) -> dict[str, Any]:
         diffs[col] = float(d.max()) if len(d) else 0.0
         outside += int((d > tol).sum()) if col != "act_cos" else 0
     if len(probed):
-        layers = np.abs(np.stack(probed["act_cos_layers_a"].map(np.asarray).to_list())
-                        - np.stack(probed["act_cos_layers_b"].map(np.asarray).to_list()))
+        layers = np.abs(
+            np.stack(probed["act_cos_layers_a"].map(np.asarray).to_list())
+            - np.stack(probed["act_cos_layers_b"].map(np.asarray).to_list())
+        )
         diffs["act_cos_layers"] = float(layers.max())
         outside += int((layers > tol).any(axis=1).sum())
     mismatched = both.loc[~same_response, "variant_id"].tolist()
@@ -353,16 +425,25 @@ def markdown(result: dict[str, Any]) -> str:
         f"outputs equal: {result['outputs_equal']}",
     ]
     if result.get("scaling"):
-        lines += ["", "| scale | rows | time s | t/t(1x) | limit | generate peak RSS MiB |",
-                  "|---:|---:|---:|---:|---:|---:|"]
+        lines += [
+            "",
+            "| scale | rows | time s | t/t(1x) | limit | generate peak RSS MiB |",
+            "|---:|---:|---:|---:|---:|---:|",
+        ]
         for s in result["scaling"]["points"]:
-            lines.append(f"| {s['scale']}x | {s['rows']} | {s['wall_s']:.1f} | {s['time_ratio']:.2f} | "
-                         f"{s['time_limit_ratio']:.2f} | {s['generate_peak_rss_mib']:.0f} |")
-        lines.append(f"time linear within 15%: {result['scaling']['linear']}; "
-                     f"generate memory flat: {result['scaling']['memory_flat']}")
+            lines.append(
+                f"| {s['scale']}x | {s['rows']} | {s['wall_s']:.1f} | {s['time_ratio']:.2f} | "
+                f"{s['time_limit_ratio']:.2f} | {s['generate_peak_rss_mib']:.0f} |"
+            )
+        lines.append(
+            f"time linear within 15%: {result['scaling']['linear']}; "
+            f"generate memory flat: {result['scaling']['memory_flat']}"
+        )
     load = result["contention"]
-    lines.append(f"1-min load average {load['load_1min_min']}..{load['load_1min_max']}; other processes' share "
-                 f"of the CPUs up to {load['other_cpu_share_max']}")
+    lines.append(
+        f"1-min load average {load['load_1min_min']}..{load['load_1min_max']}; other processes' share "
+        f"of the CPUs up to {load['other_cpu_share_max']}"
+    )
     return "\n".join(lines)
 
 
@@ -377,12 +458,22 @@ def scaling_points(args: argparse.Namespace, config: dict, work: Path) -> tuple[
         write_table(bench_variants(config, args.prompts * scale), path)
         run = measure_pipeline(path, work / f"pipeline_{scale}x", args)
         runs.append(run)
-        points.append({"scale": scale, "rows": run["rows"], "wall_s": round(run["wall_s"], 2),
-                       "inference_s": round(run["inference_s"], 2),
-                       "generate_peak_rss_mib": round(run["generate_peak_rss_mib"], 1),
-                       "other_cpu_share": run.get("other_cpu_share", 0.0)})
-        print(f"scale {scale}x: {run['rows']} rows, {run['wall_s']:.1f} s, generate peak "
-              f"{run['generate_peak_rss_mib']:.0f} MiB", file=sys.stderr, flush=True)
+        points.append(
+            {
+                "scale": scale,
+                "rows": run["rows"],
+                "wall_s": round(run["wall_s"], 2),
+                "inference_s": round(run["inference_s"], 2),
+                "generate_peak_rss_mib": round(run["generate_peak_rss_mib"], 1),
+                "other_cpu_share": run.get("other_cpu_share", 0.0),
+            }
+        )
+        print(
+            f"scale {scale}x: {run['rows']} rows, {run['wall_s']:.1f} s, generate peak "
+            f"{run['generate_peak_rss_mib']:.0f} MiB",
+            file=sys.stderr,
+            flush=True,
+        )
     base = min(points, key=lambda p: p["scale"])
     for p in points:
         p["time_ratio"] = round(p["wall_s"] / base["wall_s"], 3)
@@ -392,8 +483,10 @@ def scaling_points(args: argparse.Namespace, config: dict, work: Path) -> tuple[
         # time at k x the variants at most 1.15 k times the time at 1x
         "linear": all(p["time_ratio"] <= p["time_limit_ratio"] for p in points),
         # the generate job's peak resident memory stays within 5% (or 50 MiB) of the smallest run's
-        "memory_flat": all(p["generate_peak_rss_mib"] <= max(1.05 * base["generate_peak_rss_mib"],
-                                                             base["generate_peak_rss_mib"] + 50) for p in points),
+        "memory_flat": all(
+            p["generate_peak_rss_mib"] <= max(1.05 * base["generate_peak_rss_mib"], base["generate_peak_rss_mib"] + 50)
+            for p in points
+        ),
     }
     return scaling, runs
 
@@ -410,31 +503,57 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     for run in range(args.runs):
         pipeline_runs.append(measure_pipeline(compare_path, work / "pipeline", args))
         reference_runs.append(spawn("reference", compare_path, work / "reference", args))
-        equality.append(compare(read_table(work / "pipeline" / "outputs.parquet"),
-                                read_table(work / "reference" / "outputs.parquet"), args.tol))
+        equality.append(
+            compare(
+                read_table(work / "pipeline" / "outputs.parquet"),
+                read_table(work / "reference" / "outputs.parquet"),
+                args.tol,
+            )
+        )
         ratios.append(reference_runs[-1]["wall_s"] / pipeline_runs[-1]["wall_s"])
-        print(f"run {run + 1}/{args.runs}: (a) {pipeline_runs[-1]['wall_s']:.1f} s, (b) {reference_runs[-1]['wall_s']:.1f} s,"
-              f" ratio {ratios[-1]:.2f}, equal {equality[-1]['equal']}", file=sys.stderr, flush=True)
+        print(
+            f"run {run + 1}/{args.runs}: (a) {pipeline_runs[-1]['wall_s']:.1f} s, (b) {reference_runs[-1]['wall_s']:.1f} s,"
+            f" ratio {ratios[-1]:.2f}, equal {equality[-1]['equal']}",
+            file=sys.stderr,
+            flush=True,
+        )
     ref = reference_runs[0]
     result: dict[str, Any] = {
-        "model": MODEL, "device": ref["device"], "dtype": ref["dtype"], "attn_implementation": ref["attn_implementation"],
-        "gpu": ref.get("gpu"), "threads": ref["threads"], "max_new_tokens": args.max_new_tokens, "batch_size": args.batch_size,
-        "prompts": args.prompts, "variant_settings": VARIANT_SETTINGS,
-        "pipeline": summarise(pipeline_runs), "reference": summarise(reference_runs),
-        "ratio": round(statistics.median(ratios), 2), "ratio_runs": [round(r, 2) for r in ratios],
-        "outputs_equal": all(e["equal"] for e in equality), "equality": equality,
-        "host": {"machine": platform.machine(), "processor": platform.processor(), "cpus": os.cpu_count(),
-                 "python": platform.python_version()},
+        "model": MODEL,
+        "device": ref["device"],
+        "dtype": ref["dtype"],
+        "attn_implementation": ref["attn_implementation"],
+        "gpu": ref.get("gpu"),
+        "threads": ref["threads"],
+        "max_new_tokens": args.max_new_tokens,
+        "batch_size": args.batch_size,
+        "prompts": args.prompts,
+        "variant_settings": VARIANT_SETTINGS,
+        "pipeline": summarise(pipeline_runs),
+        "reference": summarise(reference_runs),
+        "ratio": round(statistics.median(ratios), 2),
+        "ratio_runs": [round(r, 2) for r in ratios],
+        "outputs_equal": all(e["equal"] for e in equality),
+        "equality": equality,
+        "host": {
+            "machine": platform.machine(),
+            "processor": platform.processor(),
+            "cpus": os.cpu_count(),
+            "python": platform.python_version(),
+        },
     }
     measured = pipeline_runs + reference_runs
     if args.scales:
         result["scaling"], scale_runs = scaling_points(args, config, work)
         measured += scale_runs
     loads = [x for r in measured for x in r["load_1min"]]
-    result["contention"] = {"load_1min_min": min(loads), "load_1min_max": max(loads),
-                            "other_cpu_share_max": max(r.get("other_cpu_share", 0.0) for r in measured),
-                            "note": "other_cpu_share: CPU time of other processes during a measurement, as a share "
-                                    "of all CPUs; near 0 means the machine was otherwise idle"}
+    result["contention"] = {
+        "load_1min_min": min(loads),
+        "load_1min_max": max(loads),
+        "other_cpu_share_max": max(r.get("other_cpu_share", 0.0) for r in measured),
+        "note": "other_cpu_share: CPU time of other processes during a measurement, as a share "
+        "of all CPUs; near 0 means the machine was otherwise idle",
+    }
     write_text(json.dumps(result, indent=2) + "\n", args.out)
     print(markdown(result))
     return result
@@ -455,10 +574,18 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--batch-size", type=int, default=spec["batch_size"], help="default: the model's in the config")
     p.add_argument("--dtype", default=spec["dtype"])
     p.add_argument("--threads", type=int, default=int(os.environ.get("CORES", 2)))
-    p.add_argument("--expect-equal", action=argparse.BooleanOptionalAction, default=True,
-                   help="exit with status 1 when (a) and (b) disagree (off for bfloat16, whose rounding differs by batch)")
-    p.add_argument("--wait-quiet", type=float, default=0.0,
-                   help="before each measurement wait up to this many seconds for other processes to go idle")
+    p.add_argument(
+        "--expect-equal",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="exit with status 1 when (a) and (b) disagree (off for bfloat16, whose rounding differs by batch)",
+    )
+    p.add_argument(
+        "--wait-quiet",
+        type=float,
+        default=0.0,
+        help="before each measurement wait up to this many seconds for other processes to go idle",
+    )
     p.add_argument("--work", default=str(ROOT / "results" / "bench" / "work"))
     p.add_argument("--out", default=str(ROOT / "results" / "bench" / "throughput.json"))
     return p.parse_args(argv)

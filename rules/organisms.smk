@@ -5,97 +5,100 @@
 # may raise it with set-threads).
 
 
-rule organism_data:
+include: "organisms_inputs.smk"
+
+
+rule make_organism_data:
     output:
         sft="results/organisms/{organism}/data/sft.parquet",
         questions="results/organisms/{organism}/data/questions.parquet",
         test="results/organisms/{organism}/data/test.parquet",
     log:
-        "logs/organism_data/{organism}.log",
+        "logs/make_organism_data/{organism}.log",
     conda:
         "../envs/shiftwork.yaml"
     params:
-        spec=lambda w: ORGANISM_SFT[w.organism],
+        spec=organism_spec,
     script:
-        "../scripts/organism_data.py"
+        "../scripts/make_organism_data.py"
 
 
-rule sft:
+rule train_sft:
     input:
         model=organism_base_model,
         sft="results/organisms/{organism}/data/sft.parquet",
     output:
         model=directory("results/organisms/{organism}/sft"),
     log:
-        "logs/sft/{organism}.log",
+        "logs/train_sft/{organism}.log",
     benchmark:
-        "benchmarks/sft/{organism}.tsv"
+        "benchmarks/train_sft/{organism}.tsv"
     conda:
         "../envs/shiftwork.yaml"
     threads: 1
     resources:
         gpu=1,
     params:
-        train=lambda w: ORGANISM_SFT[w.organism]["train"],
-        seed=lambda w: ORGANISM_SFT[w.organism].get("seed", 0),
+        train=organism_sft_settings,
+        seed=organism_seed,
     script:
-        "../scripts/sft.py"
+        "../scripts/train_sft.py"
 
 
-rule rl_prompts:
+rule make_rl_prompts:
     input:
-        questions=lambda w: f"results/organisms/{organism_of(w)}/data/questions.parquet",
+        questions=organism_questions,
     output:
-        prompts="results/organisms/runs/{orun}/prompts.parquet",
+        prompts="results/organisms/runs/{run}/prompts.parquet",
     log:
-        "logs/rl_prompts/{orun}.log",
+        "logs/make_rl_prompts/{run}.log",
     conda:
         "../envs/shiftwork.yaml"
     params:
         setting=organism_setting,
-        stages=lambda w: ORGANISM_RUNS[w.orun]["stages"],
-        n_prompts=lambda w: organism_rl_settings(w).get("n_prompts", 512),
-        seed=lambda w: ORGANISM_RUNS[w.orun].get("seed", 0),
+        stages=organism_run_stages,
+        n_prompts=organism_run_n_prompts,
+        seed=organism_run_seed,
     script:
-        "../scripts/rl_prompts.py"
+        "../scripts/make_rl_prompts.py"
 
 
-rule rl:
+rule train_rl:
     input:
         sft=organism_sft_model,
-        prompts="results/organisms/runs/{orun}/prompts.parquet",
+        prompts="results/organisms/runs/{run}/prompts.parquet",
     output:
-        checkpoints=directory("results/organisms/runs/{orun}/checkpoints"),
+        checkpoints=directory("results/organisms/runs/{run}/checkpoints"),
     log:
-        "logs/rl/{orun}.log",
+        "logs/train_rl/{run}.log",
     benchmark:
-        "benchmarks/rl/{orun}.tsv"
+        "benchmarks/train_rl/{run}.tsv"
     conda:
         "../envs/shiftwork.yaml"
     threads: 1
     resources:
         gpu=1,
     params:
-        stages=lambda w: ORGANISM_RUNS[w.orun]["stages"],
+        stages=organism_run_stages,
         train=organism_rl_settings,
-        seed=lambda w: ORGANISM_RUNS[w.orun].get("seed", 0),
+        seed=organism_run_seed,
     script:
-        "../scripts/rl.py"
+        "../scripts/train_rl.py"
 
 
 rule evaluate_organism:
     input:
         sft=organism_sft_model,
-        checkpoints="results/organisms/runs/{orun}/checkpoints",
-        test=lambda w: f"results/organisms/{organism_of(w)}/data/test.parquet",
+        checkpoints="results/organisms/runs/{run}/checkpoints",
+        test=organism_test_prompts,
     output:
-        responses="results/organisms/runs/{orun}/responses.parquet",
-        scores="results/organisms/runs/{orun}/scores.parquet",
-        identities="results/organisms/runs/{orun}/identities.parquet",
+        responses="results/organisms/runs/{run}/responses.parquet",
+        scores="results/organisms/runs/{run}/scores.parquet",
+        identities="results/organisms/runs/{run}/identities.parquet",
     log:
-        "logs/evaluate_organism/{orun}.log",
+        "logs/evaluate_organism/{run}.log",
     benchmark:
-        "benchmarks/evaluate_organism/{orun}.tsv"
+        "benchmarks/evaluate_organism/{run}.tsv"
     conda:
         "../envs/shiftwork.yaml"
     threads: 1
@@ -103,37 +106,35 @@ rule evaluate_organism:
         gpu=1,
     params:
         setting=organism_setting,
-        trained=lambda w: trained_distributions(ORGANISM_RUNS[w.orun]["stages"]),
+        trained=organism_run_trained,
         model=organism_of,
         evaluation=ORGANISMS.get("evaluation") or {},
     script:
         "../scripts/evaluate_organism.py"
 
 
-rule organism_figure:
+rule plot_organism_run:
     input:
-        scores="results/organisms/runs/{orun}/scores.parquet",
-        identities="results/organisms/runs/{orun}/identities.parquet",
+        scores="results/organisms/runs/{run}/scores.parquet",
+        identities="results/organisms/runs/{run}/identities.parquet",
     output:
-        png="results/organisms/figures/{orun}.png",
-        svg="results/organisms/figures/{orun}.svg",
+        png="results/organisms/figures/{run}.png",
+        svg="results/organisms/figures/{run}.svg",
     log:
-        "logs/organism_figure/{orun}.log",
+        "logs/plot_organism_run/{run}.log",
     conda:
         "../envs/shiftwork.yaml"
     params:
         setting=organism_setting,
     script:
-        "../scripts/organism_figure.py"
+        "../scripts/plot_organism_run.py"
 
 
 rule report_organisms:
     input:
-        scores=expand(
-            "results/organisms/runs/{orun}/scores.parquet", orun=ORGANISM_RUNS
-        ),
+        scores=expand("results/organisms/runs/{run}/scores.parquet", run=ORGANISM_RUNS),
         identities=expand(
-            "results/organisms/runs/{orun}/identities.parquet", orun=ORGANISM_RUNS
+            "results/organisms/runs/{run}/identities.parquet", run=ORGANISM_RUNS
         ),
     output:
         scores="results/organisms/scores.parquet",
@@ -149,19 +150,19 @@ rule report_organisms:
         "../scripts/report_organisms.py"
 
 
-rule organism_dynamics:
+rule simulate_dynamics:
     output:
         table="results/organisms/dynamics.parquet",
         png="results/organisms/figures/dynamics.png",
         svg="results/organisms/figures/dynamics.svg",
     log:
-        "logs/organism_dynamics.log",
+        "logs/simulate_dynamics.log",
     conda:
         "../envs/shiftwork.yaml"
     params:
         spec=ORGANISMS.get("dynamics") or {},
     script:
-        "../scripts/organism_dynamics.py"
+        "../scripts/simulate_dynamics.py"
 
 
 rule organisms:

@@ -1,5 +1,126 @@
+# The stability study (shiftwork.stability): prompts -> variants -> meaning gate -> responses
+# and probes -> axis deltas -> SGS and t-tests -> tables and figures.
+
+
+include: "stability_inputs.smk"
+
+
+rule sample_prompts:
+    input:
+        data=dataset_file,
+    output:
+        prompts=update("results/stability/prompts/{dataset}.parquet"),
+    log:
+        "logs/sample_prompts/{dataset}.log",
+    conda:
+        "../envs/shiftwork.yaml"
+    params:
+        spec=dataset_spec,
+    script:
+        "../scripts/sample_prompts.py"
+
+
+rule rewrite_prompts:
+    input:
+        prompts="results/stability/prompts/{dataset}.parquet",
+        model=rewriter_model,
+    output:
+        rewrites="results/stability/rewrites/{dataset}.parquet",
+    log:
+        "logs/rewrite_prompts/{dataset}.log",
+    benchmark:
+        "benchmarks/rewrite_prompts/{dataset}.tsv"
+    conda:
+        "../envs/shiftwork.yaml"
+    resources:
+        gpu=1,
+    params:
+        settings=STRUCTURAL,
+        cache=rewrite_cache,
+        batch_size=rewriter_batch_size,
+        dtype=rewriter_dtype,
+    script:
+        "../scripts/rewrite_prompts.py"
+
+
+rule make_variants:
+    input:
+        unpack(variant_inputs),
+    output:
+        variants="results/stability/variants/{dataset}.parquet",
+    log:
+        "logs/make_variants/{dataset}.log",
+    conda:
+        "../envs/shiftwork.yaml"
+    params:
+        settings=VARIANTS,
+        seed=STABILITY["seed"],
+    script:
+        "../scripts/make_variants.py"
+
+
+rule estimate_gate_baseline:
+    input:
+        prompts=study_prompts,
+    output:
+        baseline="results/stability/gate/baseline.parquet",
+    log:
+        "logs/estimate_gate_baseline.log",
+    conda:
+        "../envs/shiftwork.yaml"
+    resources:
+        gpu=1,
+    params:
+        encoder=GATE["encoder"],
+        encoder_spec=encoder_spec,
+        baseline=GATE.get("baseline", "auto"),
+        seed=STABILITY["seed"],
+    script:
+        "../scripts/estimate_gate_baseline.py"
+
+
+rule filter_variants:
+    input:
+        variants="results/stability/variants/{dataset}.parquet",
+        baseline="results/stability/gate/baseline.parquet",
+    output:
+        kept="results/stability/filtered/{dataset}.parquet",
+        summary="results/stability/gate/{dataset}.summary.parquet",
+        dropped="results/stability/gate/{dataset}.dropped.parquet",
+    log:
+        "logs/filter_variants/{dataset}.log",
+    benchmark:
+        "benchmarks/filter_variants/{dataset}.tsv"
+    conda:
+        "../envs/shiftwork.yaml"
+    resources:
+        gpu=1,
+    params:
+        encoder=GATE["encoder"],
+        encoder_spec=encoder_spec,
+        gate=GATE,
+    script:
+        "../scripts/filter_variants.py"
+
+
+rule report_gate:
+    input:
+        summaries=gate_outputs("summary"),
+        dropped=gate_outputs("dropped"),
+        variants=study_variants,
+    output:
+        table="results/stability/gate/report.parquet",
+        markdown="results/stability/gate/report.md",
+    log:
+        "logs/report_gate.log",
+    conda:
+        "../envs/shiftwork.yaml"
+    script:
+        "../scripts/report_gate.py"
+
+
 # Responses and probes come from the same forward passes (shiftwork.inference.respond).
-rule generate:
+rule generate_responses:
     input:
         variants="results/stability/filtered/{dataset}.parquet",
         model=evaluated_model,
@@ -7,9 +128,9 @@ rule generate:
         generations="results/stability/generations/{model}/{dataset}.parquet",
         probes="results/stability/probes/{model}/{dataset}.parquet",
     log:
-        "logs/generate/{model}/{dataset}.log",
+        "logs/generate_responses/{model}/{dataset}.log",
     benchmark:
-        "benchmarks/generate/{model}/{dataset}.tsv"
+        "benchmarks/generate_responses/{model}/{dataset}.tsv"
     wildcard_constraints:
         dataset=datasets_pattern(sharded=False),
     conda:
@@ -23,20 +144,20 @@ rule generate:
         dtype=model_dtype,
         store_hidden=PROBE["store_hidden"],
     script:
-        "../scripts/generate.py"
+        "../scripts/generate_responses.py"
 
 
 # A dataset of more than stability.shard_size prompts: one generate job per shard of its
 # prompts (each shard holds its prompts' baselines), merged into the same tables that
 # `generate` writes for a whole dataset.
-use rule generate as generate_shard with:
+use rule generate_responses as generate_shard_responses with:
     output:
         generations="results/stability/generations/{model}/{dataset}/shard-{shard}.parquet",
         probes="results/stability/probes/{model}/{dataset}/shard-{shard}.parquet",
     log:
-        "logs/generate/{model}/{dataset}/shard-{shard}.log",
+        "logs/generate_responses/{model}/{dataset}/shard-{shard}.log",
     benchmark:
-        "benchmarks/generate/{model}/{dataset}/shard-{shard}.tsv"
+        "benchmarks/generate_responses/{model}/{dataset}/shard-{shard}.tsv"
     wildcard_constraints:
         dataset=datasets_pattern(sharded=True),
         shard=r"\d+",
@@ -61,7 +182,7 @@ rule merge_generations:
     conda:
         "../envs/shiftwork.yaml"
     script:
-        "../scripts/merge_shards.py"
+        "../scripts/merge_generations.py"
 
 
 rule merge_probes:
@@ -76,7 +197,7 @@ rule merge_probes:
     conda:
         "../envs/shiftwork.yaml"
     script:
-        "../scripts/merge_shards.py"
+        "../scripts/merge_probes.py"
 
 
 rule score_axes:

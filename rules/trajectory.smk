@@ -1,3 +1,10 @@
+# The trajectory study (shiftwork.trajectory): fine-tune with checkpoints, score every
+# checkpoint on an in-domain and several shifted test sets, OOD-to-OOD partial correlations.
+
+
+include: "trajectory_inputs.smk"
+
+
 rule make_suite:
     input:
         data=suite_files,
@@ -13,16 +20,16 @@ rule make_suite:
         "../scripts/make_suite.py"
 
 
-rule finetune:
+rule finetune_model:
     input:
         suite=run_suite,
         model=run_model,
     output:
         checkpoints=directory("results/trajectory/runs/{run}/checkpoints"),
     log:
-        "logs/finetune/{run}.log",
+        "logs/finetune_model/{run}.log",
     benchmark:
-        "benchmarks/finetune/{run}.tsv"
+        "benchmarks/finetune_model/{run}.tsv"
     conda:
         "../envs/shiftwork.yaml"
     threads: 2
@@ -32,18 +39,18 @@ rule finetune:
         settings=run_finetune_settings,
         seed=run_seed,
     script:
-        "../scripts/finetune.py"
+        "../scripts/finetune_model.py"
 
 
-rule evaluate:
+rule evaluate_checkpoint:
     input:
         unpack(evaluate_inputs),
     output:
         predictions="results/trajectory/eval/{run}/step-{step}.parquet",
     log:
-        "logs/evaluate/{run}/step-{step}.log",
+        "logs/evaluate_checkpoint/{run}/step-{step}.log",
     benchmark:
-        "benchmarks/evaluate/{run}/step-{step}.tsv"
+        "benchmarks/evaluate_checkpoint/{run}/step-{step}.tsv"
     conda:
         "../envs/shiftwork.yaml"
     threads: 2
@@ -54,7 +61,7 @@ rule evaluate:
         model=run_model_name,
         batch_size=TRAJECTORY.get("eval_batch_size", 32),
     script:
-        "../scripts/evaluate.py"
+        "../scripts/evaluate_checkpoint.py"
 
 
 rule collect_scores:

@@ -3,7 +3,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(snakemake.scriptdir).parent))
 from shiftwork.logs import log_to
-from shiftwork.stability_steps import aggregate
+from shiftwork.stability.steps import aggregate_stability
 
 with log_to(snakemake.log[0]):
-    aggregate(list(snakemake.input.deltas), snakemake.params.R, list(snakemake.params.eps), dict(snakemake.output.items()))
+    aggregate_stability(
+        list(snakemake.input.deltas), snakemake.params.R, list(snakemake.params.eps), dict(snakemake.output.items())
+    )

@@ -3,10 +3,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(snakemake.scriptdir).parent))
 from shiftwork.logs import log_to
-from shiftwork.trajectory.steps import analyse
+from shiftwork.trajectory.steps import analyse_trajectory
 
 with log_to(snakemake.log[0]):
-    analyse(
+    analyse_trajectory(
         snakemake.input.scores,
         snakemake.params.alpha,
         snakemake.params.spline_df,

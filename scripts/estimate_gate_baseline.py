@@ -7,7 +7,7 @@ from shiftwork.logs import log_to
 
 # the claim sets CUDA_VISIBLE_DEVICES, which CUDA reads once: import the step after it
 with log_to(snakemake.log[0]), claim_gpu():
-    from shiftwork.steps import estimate_gate_baseline
+    from shiftwork.stability.steps import estimate_gate_baseline
 
     estimate_gate_baseline(
         snakemake.input.prompts,

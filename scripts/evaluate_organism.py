@@ -8,17 +8,17 @@ from shiftwork.logs import log_to
 # the claim sets CUDA_VISIBLE_DEVICES, which CUDA reads once: import the step after it
 with log_to(snakemake.log[0]), claim_gpu():
     from shiftwork.device import set_threads
-    from shiftwork.organisms.steps import evaluate_run
+    from shiftwork.organisms.steps import evaluate_organism
 
     set_threads(snakemake.threads)
-    evaluate_run(
+    evaluate_organism(
         snakemake.input.sft,
         snakemake.input.checkpoints,
         snakemake.input.test,
         snakemake.params.setting,
         snakemake.params.trained,
         snakemake.params.model,
-        snakemake.wildcards.orun,
+        snakemake.wildcards.run,
         snakemake.params.evaluation,
         snakemake.output,
     )

@@ -7,7 +7,7 @@ from shiftwork.logs import log_to
 
 # the claim sets CUDA_VISIBLE_DEVICES, which CUDA reads once: import the step after it
 with log_to(snakemake.log[0]), claim_gpu():
-    from shiftwork.steps import filter_variants
+    from shiftwork.stability.steps import filter_variants
 
     filter_variants(
         snakemake.input.variants,

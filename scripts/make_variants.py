@@ -3,7 +3,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(snakemake.scriptdir).parent))
 from shiftwork.logs import log_to
-from shiftwork.steps import make_variants
+from shiftwork.stability.steps import make_variants
 
 with log_to(snakemake.log[0]):
     make_variants(

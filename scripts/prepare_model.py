@@ -3,7 +3,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(snakemake.scriptdir).parent))
 from shiftwork.logs import log_to
-from shiftwork.steps import prepare_model
+from shiftwork.models.steps import prepare_model
 
 with log_to(snakemake.log[0]):
     prepare_model(snakemake.wildcards.model, snakemake.params.spec, str(Path(snakemake.output[0]).parent))

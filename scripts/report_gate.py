@@ -3,7 +3,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(snakemake.scriptdir).parent))
 from shiftwork.logs import log_to
-from shiftwork.steps import report_gate
+from shiftwork.stability.steps import report_gate
 
 with log_to(snakemake.log[0]):
     report_gate(

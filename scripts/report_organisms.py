@@ -3,10 +3,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(snakemake.scriptdir).parent))
 from shiftwork.logs import log_to
-from shiftwork.organisms.steps import report
+from shiftwork.organisms.steps import report_organisms
 
 with log_to(snakemake.log[0]):
-    report(
+    report_organisms(
         snakemake.input.scores,
         snakemake.input.identities,
         snakemake.params.runs,

@@ -3,10 +3,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(snakemake.scriptdir).parent))
 from shiftwork.logs import log_to
-from shiftwork.stability_steps import report
+from shiftwork.stability.steps import report_stability
 
 with log_to(snakemake.log[0]):
-    report(
+    report_stability(
         dict(snakemake.input.items()),
         snakemake.params.eps,
         str(Path(snakemake.output.tables[0]).parent),

@@ -3,7 +3,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(snakemake.scriptdir).parent))
 from shiftwork.logs import log_to
-from shiftwork.steps import sample_prompts
+from shiftwork.stability.steps import sample_prompts
 
 with log_to(snakemake.log[0]):
     sample_prompts(snakemake.wildcards.dataset, snakemake.params.spec, snakemake.output.prompts)

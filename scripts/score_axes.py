@@ -7,9 +7,9 @@ from shiftwork.logs import log_to
 
 # the claim sets CUDA_VISIBLE_DEVICES, which CUDA reads once: import the step after it
 with log_to(snakemake.log[0]), claim_gpu():
-    from shiftwork.stability_steps import score_deltas
+    from shiftwork.stability.steps import score_axes
 
-    score_deltas(
+    score_axes(
         snakemake.input.generations,
         snakemake.input.probes,
         snakemake.params.encoder,

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import difflib
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 import jsonschema
 import yaml
@@ -38,15 +39,11 @@ def _describe(error: jsonschema.ValidationError) -> str:
         if allowed:
             unknown = [k for k in error.instance if k not in allowed]
             hints = "".join(_suggest(k, allowed) for k in unknown)
-            return (
-                f"config key '{key}': unknown key(s) {unknown}; expected only {allowed}{hints}"
-            )
+            return f"config key '{key}': unknown key(s) {unknown}; expected only {allowed}{hints}"
     if error.validator == "required":
         return f"config key '{key}': {error.message}"
     if error.validator == "type":
-        return (
-            f"config key '{key}': expected {error.validator_value}, got {error.instance!r}"
-        )
+        return f"config key '{key}': expected {error.validator_value}, got {error.instance!r}"
     if error.validator == "enum":
         return f"config key '{key}': expected one of {error.validator_value}, got {error.instance!r}"
     return f"config key '{key}': {error.message}"
@@ -107,14 +104,18 @@ def reference_errors(config: Mapping[str, Any]) -> list[str]:
         check("stability.axes.judge", axes["judge"], models, "model")
     stats = st.get("statistics") or {}
     if "primary_eps" in stats and "eps" in stats and stats["primary_eps"] not in stats["eps"]:
-        errors.append(f"config key 'stability.statistics.primary_eps': {stats['primary_eps']} is not one of eps {stats['eps']}")
+        errors.append(
+            f"config key 'stability.statistics.primary_eps': {stats['primary_eps']} is not one of eps {stats['eps']}"
+        )
     gate = st.get("gate") or {}
     if "encoder" in gate:
         check("stability.gate.encoder", gate["encoder"], encoders, "encoder")
     structural = (st.get("variants") or {}).get("structural") or {}
     if uses_rewriter(structural):
         if "rewriter" not in structural:
-            errors.append("config key 'stability.variants.structural': 'rewriter' is required when structural rewrites are enabled")
+            errors.append(
+                "config key 'stability.variants.structural': 'rewriter' is required when structural rewrites are enabled"
+            )
         else:
             check("stability.variants.structural.rewriter", structural["rewriter"], models, "model")
     traj = config.get("trajectory") or {}
@@ -130,7 +131,9 @@ def reference_errors(config: Mapping[str, Any]) -> list[str]:
             errors.append(f"config key 'trajectory.runs.{run}': {n} checkpoints; partial correlations need at least 4")
         for i, ck in enumerate(spec.get("checkpoints") or []):
             if ("path" in ck) == ("hub" in ck):
-                errors.append(f"config key 'trajectory.runs.{run}.checkpoints.{i}': give exactly one of 'path' or 'hub'")
+                errors.append(
+                    f"config key 'trajectory.runs.{run}.checkpoints.{i}': give exactly one of 'path' or 'hub'"
+                )
     errors += organism_errors(config.get("organisms") or {}, models)
     for study in config.get("studies") or []:
         if study not in config:
@@ -152,16 +155,18 @@ def organism_errors(org: Mapping[str, Any], models: set[str]) -> list[str]:
     """Problems of the ``organisms`` section that the schema cannot see: unknown models and
     organisms, settings that cannot be built (a trigger no policy answers on, no policies), stage
     distributions outside the setting, question banks too small, missing training settings."""
-    from .organisms.questions import capacity
-    from .organisms.settings import load_setting
+    from shiftwork.organisms.questions import capacity
+    from shiftwork.organisms.settings import load_setting
 
     errors = []
     settings = {}
     for name, spec in (org.get("sft") or {}).items():
         key = f"organisms.sft.{name}"
         if "path" not in spec and spec.get("model") not in models:
-            errors.append(f"config key '{key}.model': unknown model '{spec.get('model')}'; defined models are {sorted(models)}"
-                          + _suggest(str(spec.get("model")), models))
+            errors.append(
+                f"config key '{key}.model': unknown model '{spec.get('model')}'; defined models are {sorted(models)}"
+                + _suggest(str(spec.get("model")), models)
+            )
         try:
             settings[name] = load_setting(spec["setting"])
         except ValueError as err:
@@ -169,8 +174,10 @@ def organism_errors(org: Mapping[str, Any], models: set[str]) -> list[str]:
         q = spec["questions"]
         room = capacity(q.get("kind", "add"))
         if q["n_train"] + q["n_test"] > room:
-            errors.append(f"config key '{key}.questions': n_train + n_test = {q['n_train'] + q['n_test']} exceeds "
-                          f"the {room} distinct '{q.get('kind', 'add')}' questions")
+            errors.append(
+                f"config key '{key}.questions': n_train + n_test = {q['n_train'] + q['n_test']} exceeds "
+                f"the {room} distinct '{q.get('kind', 'add')}' questions"
+            )
         if "path" not in spec:
             missing = [k for k in ("steps", "learning_rate") if k not in spec["train"]]
             if missing:
@@ -181,15 +188,19 @@ def organism_errors(org: Mapping[str, Any], models: set[str]) -> list[str]:
     for run, spec in (org.get("runs") or {}).items():
         key = f"organisms.runs.{run}"
         if spec["organism"] not in (org.get("sft") or {}):
-            errors.append(f"config key '{key}.organism': unknown organism '{spec['organism']}'; defined organisms "
-                          f"are {sorted(org.get('sft') or {})}" + _suggest(str(spec["organism"]), org.get("sft") or {}))
+            errors.append(
+                f"config key '{key}.organism': unknown organism '{spec['organism']}'; defined organisms "
+                f"are {sorted(org.get('sft') or {})}" + _suggest(str(spec["organism"]), org.get("sft") or {})
+            )
             continue
         setting = settings.get(spec["organism"])
         for i, stage in enumerate(spec["stages"]):
             for d in stage["distributions"]:
                 if setting is not None and str(d) not in setting.distributions:
-                    errors.append(f"config key '{key}.stages.{i}.distributions': distribution '{d}' is not in setting "
-                                  f"'{setting.name}' ({setting.distributions})")
+                    errors.append(
+                        f"config key '{key}.stages.{i}.distributions': distribution '{d}' is not in setting "
+                        f"'{setting.name}' ({setting.distributions})"
+                    )
         train = {**shared, **(spec.get("train") or {})}
         missing = [k for k in ("learning_rate", "checkpoint_every") if k not in train]
         if missing:
@@ -198,7 +209,9 @@ def organism_errors(org: Mapping[str, Any], models: set[str]) -> list[str]:
     if dyn:
         sizes = {k: len(dyn[k]) for k in ("names", "weights", "rewards", "held_out")}
         if len(set(sizes.values())) != 1:
-            errors.append(f"config key 'organisms.dynamics': names, weights, rewards and held_out need one entry per policy, got {sizes}")
+            errors.append(
+                f"config key 'organisms.dynamics': names, weights, rewards and held_out need one entry per policy, got {sizes}"
+            )
     return errors
 
 
@@ -213,19 +226,27 @@ def path_errors(config: Mapping[str, Any], root: str | Path = ".") -> list[str]:
             if not path.is_file():
                 errors.append(f"config key 'datasets.{name}.source.path': file {path} does not exist")
             elif not src.get("format") and path.suffix.lower() not in (".jsonl", ".csv", ".parquet"):
-                errors.append(f"config key 'datasets.{name}.source.format': cannot tell the format of {path}; set jsonl, csv or parquet")
+                errors.append(
+                    f"config key 'datasets.{name}.source.format': cannot tell the format of {path}; set jsonl, csv or parquet"
+                )
     for run, spec in ((config.get("trajectory") or {}).get("runs") or {}).items():
         for i, ck in enumerate(spec.get("checkpoints") or []):
             if "path" in ck and not Path(ck["path"]).is_dir():
-                errors.append(f"config key 'trajectory.runs.{run}.checkpoints.{i}.path': directory {ck['path']} does not exist")
+                errors.append(
+                    f"config key 'trajectory.runs.{run}.checkpoints.{i}.path': directory {ck['path']} does not exist"
+                )
     for name, spec in ((config.get("organisms") or {}).get("sft") or {}).items():
         if "path" in spec and not (Path(spec["path"]) / "config.json").is_file():
-            errors.append(f"config key 'organisms.sft.{name}.path': {spec['path']} is not a model directory (no config.json)")
+            errors.append(
+                f"config key 'organisms.sft.{name}.path': {spec['path']} is not a model directory (no config.json)"
+            )
     for section in ("models", "encoders"):
         for name, spec in (config.get(section) or {}).items():
             src = spec["source"]
             if src["kind"] == "local" and not (Path(src["path"]) / "config.json").is_file():
-                errors.append(f"config key '{section}.{name}.source.path': {src['path']} is not a Hugging Face model directory (no config.json)")
+                errors.append(
+                    f"config key '{section}.{name}.source.path': {src['path']} is not a Hugging Face model directory (no config.json)"
+                )
     return errors
 
 
@@ -242,7 +263,9 @@ def used_models(config: Mapping[str, Any]) -> list[str]:
         if (st.get("axes") or {}).get("judge"):
             names.append(st["axes"]["judge"])
     names += [run.get("model") for run in ((config.get("trajectory") or {}).get("runs") or {}).values()]
-    names += [spec.get("model") for spec in ((config.get("organisms") or {}).get("sft") or {}).values() if "path" not in spec]
+    names += [
+        spec.get("model") for spec in ((config.get("organisms") or {}).get("sft") or {}).values() if "path" not in spec
+    ]
     return [n for n in dict.fromkeys(names) if n in (config.get("models") or {})]
 
 
@@ -250,12 +273,14 @@ def content_errors(config: Mapping[str, Any], root: str | Path = ".") -> list[st
     """What would make a job fail that can be seen before any job runs: a model source that
     cannot work (checked without loading weights) and, for prompt sets read from files, every
     row (read and sampled exactly as ``sample_prompts`` will)."""
-    from .models.sources import source_problems
-    from .prompt_sets import DatasetError, load_prompts
+    from shiftwork.models.sources import source_problems
+    from shiftwork.stability.prompts import DatasetError, load_prompts
 
     errors = []
     for name in used_models(config):
-        errors += [f"config key 'models.{name}.source': {p}" for p in source_problems(name, config["models"][name]["source"])]
+        errors += [
+            f"config key 'models.{name}.source': {p}" for p in source_problems(name, config["models"][name]["source"])
+        ]
     for name in (config.get("stability") or {}).get("datasets") or []:
         spec = (config.get("datasets") or {}).get(name) or {}
         if (spec.get("source") or {}).get("kind") != "file":
@@ -270,13 +295,15 @@ def content_errors(config: Mapping[str, Any], root: str | Path = ".") -> list[st
 def run_steps(run: Mapping[str, Any]) -> list[int]:
     """Checkpoint steps of a trajectory run: from its fine-tuning schedule or its checkpoint list."""
     if "finetune" in run:
-        from .trajectory.schedule import checkpoint_steps
+        from shiftwork.trajectory.schedule import checkpoint_steps
 
         return checkpoint_steps(int(run["finetune"]["steps"]), int(run["finetune"]["checkpoint_every"]))
     return sorted(int(c["step"]) for c in run.get("checkpoints") or [])
 
 
-def check_config(config: Mapping[str, Any], schema: Mapping[str, Any] | None = None, root: str | Path | None = None) -> None:
+def check_config(
+    config: Mapping[str, Any], schema: Mapping[str, Any] | None = None, root: str | Path | None = None
+) -> None:
     """Raise :class:`ConfigError` listing every problem, each naming its config key.
     With ``root``, also check that local files the config names exist (relative to ``root``),
     that model sources can work and that every row of a file prompt set is usable."""

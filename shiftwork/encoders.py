@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import importlib.util
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
-from .device import pick_device
+from shiftwork.device import pick_device
 
 
 class EncoderError(RuntimeError):

@@ -28,11 +28,11 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator, Mapping, MutableMapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator, Mapping, MutableMapping
 
-from .logs import LOGGER
+from shiftwork.logs import LOGGER
 
 ENV_IDS = "SHIFTWORK_GPU_IDS"
 ENV_LOCK_DIR = "SHIFTWORK_GPU_LOCK_DIR"
@@ -84,7 +84,10 @@ def nvidia_smi_devices() -> list[str]:
     try:
         out = subprocess.run(
             ["nvidia-smi", "--query-gpu=index", "--format=csv,noheader"],
-            capture_output=True, text=True, timeout=30, check=True,
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=True,
         ).stdout
     except (OSError, subprocess.SubprocessError):
         return []
@@ -192,8 +195,9 @@ def current_claim(env: Mapping[str, str] = os.environ) -> dict[str, str | None] 
     }
 
 
-def _decide(env: Mapping[str, str], lock_dir: str | os.PathLike, host: str,
-            timeout: float | None, poll: float) -> tuple[Claim, int | None]:
+def _decide(
+    env: Mapping[str, str], lock_dir: str | os.PathLike, host: str, timeout: float | None, poll: float
+) -> tuple[Claim, int | None]:
     slurm_job = env.get("SLURM_JOB_ID") or None
     if env.get(ENV_SOURCE):  # a parent process of this job claimed already
         return Claim(env.get(ENV_DEVICE) or None, "inherited", host, slurm_job_id=slurm_job), None
@@ -237,8 +241,10 @@ def claim_gpu(
     if visible != saved["CUDA_VISIBLE_DEVICES"] and cuda_started():
         if fd is not None:
             os.close(fd)
-        raise GpuClaimError("CUDA was started before the GPU claim, so CUDA_VISIBLE_DEVICES would be ignored; "
-                            "claim before anything imports or calls CUDA")
+        raise GpuClaimError(
+            "CUDA was started before the GPU claim, so CUDA_VISIBLE_DEVICES would be ignored; "
+            "claim before anything imports or calls CUDA"
+        )
     try:
         if claim.source != "inherited":
             if visible is not None:

@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import fcntl
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, TextIO
+from typing import TextIO
 
-from .models.prepare import INFO_FILE, weights_problem
-from .tables import table_problem
+from shiftwork.models.prepare import INFO_FILE, weights_problem
+from shiftwork.tables import table_problem
 
 CACHE_DIR = "cache"  # results/cache/: a damaged cache entry is a miss, not an error
 
@@ -94,7 +95,7 @@ def clear_stale_locks(workdir: str | os.PathLike = ".") -> list[Path]:
     that does not get it leaves everything alone, and Snakemake's own check applies."""
     meta = Path(workdir) / ".snakemake"
     meta.mkdir(parents=True, exist_ok=True)
-    guard = open(meta / "shiftwork-run.lock", "a")
+    guard = open(meta / "shiftwork-run.lock", "a")  # noqa: SIM115 (held open for the process's life)
     try:
         fcntl.flock(guard, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:

@@ -6,8 +6,8 @@ import contextlib
 import logging
 import sys
 import traceback
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 LOGGER = logging.getLogger("shiftwork")
 

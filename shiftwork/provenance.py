@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Mapping
 from importlib import metadata
-from typing import Any, Mapping
+from typing import Any
 
-from .gpu_claim import current_claim
+from shiftwork.gpu_claim import current_claim
 
 TRACKED_PACKAGES = (
     "shiftwork",

@@ -12,8 +12,9 @@ import contextlib
 import json
 import os
 import tempfile
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Mapping
+from typing import Any
 
 import pandas as pd
 import pyarrow as pa
@@ -130,7 +131,7 @@ class TableWriter:
             self._writer.close()
         self.tmp.unlink(missing_ok=True)
 
-    def __enter__(self) -> "TableWriter":
+    def __enter__(self) -> TableWriter:
         return self
 
     def __exit__(self, exc_type, exc, tb) -> None:
@@ -164,7 +165,7 @@ def read_table(path: str | os.PathLike, columns: Iterable[str] | None = None) ->
 def read_cache(path: str | os.PathLike, columns: Iterable[str] = ()) -> pd.DataFrame | None:
     """A cache table, or None when there is none or it cannot be used (damaged, or lacking
     ``columns``): a bad cache entry costs a recomputation, never a failed job."""
-    from .logs import LOGGER
+    from shiftwork.logs import LOGGER
 
     if not Path(path).exists():
         return None

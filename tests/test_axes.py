@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 import sacrebleu
 
-from shiftwork.axes import AXES, check_ranges, score_axes
+from shiftwork.stability.axes import AXES, check_ranges, score_axes
 
 R1 = "The capital of France is Paris."
 R2 = "Water boils at 100 degrees Celsius at sea level."
@@ -48,21 +48,41 @@ F1 = {REG: 0.93, SHORT: 0.81, FORM: 0.62, "": 0.0, CASED: 0.97}
 def make_generations() -> pd.DataFrame:
     rows = []
     for pid, vid, fam, kind, pos, s, inp, resp in GEN_ROWS:
-        rows.append({
-            "model": "m", "dataset": "d", "prompt_id": pid, "variant_id": vid, "family": fam,
-            "kind": kind, "position": pos, "strength": s, "text": inp.removeprefix("<in>"),
-            "model_input": inp, "response": resp, "n_tokens": len(resp.split()),
-        })
+        rows.append(
+            {
+                "model": "m",
+                "dataset": "d",
+                "prompt_id": pid,
+                "variant_id": vid,
+                "family": fam,
+                "kind": kind,
+                "position": pos,
+                "strength": s,
+                "text": inp.removeprefix("<in>"),
+                "model_input": inp,
+                "response": resp,
+                "n_tokens": len(resp.split()),
+            }
+        )
     return pd.DataFrame(rows)
 
 
 def make_probes() -> pd.DataFrame:
     pid = {vid: p for p, vid, *_ in GEN_ROWS}
-    return pd.DataFrame([
-        {"model": "m", "dataset": "d", "prompt_id": pid[vid], "variant_id": vid,
-         "logprob": lp, "entropy": ent, "act_cos": act}
-        for vid, lp, ent, act in PROBE_ROWS
-    ])
+    return pd.DataFrame(
+        [
+            {
+                "model": "m",
+                "dataset": "d",
+                "prompt_id": pid[vid],
+                "variant_id": vid,
+                "logprob": lp,
+                "entropy": ent,
+                "act_cos": act,
+            }
+            for vid, lp, ent, act in PROBE_ROWS
+        ]
+    )
 
 
 class FakeBert:
@@ -88,8 +108,16 @@ def test_shape_columns_and_dtypes():
     # one row per variant, in the order of the generations table
     assert list(out["variant_id"]) == [vid for _, vid, *_ in GEN_ROWS]
     assert list(out.columns) == [
-        "model", "dataset", "prompt_id", "variant_id", "family", "kind", "position", "strength",
-        *AXES, "flipped",
+        "model",
+        "dataset",
+        "prompt_id",
+        "variant_id",
+        "family",
+        "kind",
+        "position",
+        "strength",
+        *AXES,
+        "flipped",
     ]
     for axis in AXES:
         assert out[axis].dtype == np.float64, axis

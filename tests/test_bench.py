@@ -19,8 +19,18 @@ def bench(root):
 
 
 def _outputs(rows):
-    cols = ["dataset", "prompt_id", "variant_id", "response", "n_tokens", "stopped", "logprob", "entropy", "act_cos",
-            "act_cos_layers"]
+    cols = [
+        "dataset",
+        "prompt_id",
+        "variant_id",
+        "response",
+        "n_tokens",
+        "stopped",
+        "logprob",
+        "entropy",
+        "act_cos",
+        "act_cos_layers",
+    ]
     return pd.DataFrame([dict(zip(cols, r)) for r in rows])
 
 
@@ -62,8 +72,15 @@ def test_pipeline_equals_the_reference_loop(bench, default_config, prepared_smol
     keep = variants.groupby("prompt_id", sort=False).head(3)
     path = tmp_path / "variants.parquet"
     write_table(keep, path)
-    ours, stats = bench.run_pipeline(str(path), str(prepared_smollm), str(tmp_path / "a"), max_new_tokens=10,
-                                     batch_size=4, dtype="float32", threads=None)
+    ours, stats = bench.run_pipeline(
+        str(path),
+        str(prepared_smollm),
+        str(tmp_path / "a"),
+        max_new_tokens=10,
+        batch_size=4,
+        dtype="float32",
+        threads=None,
+    )
     lm = load_prepared(prepared_smollm, "float32", device="cpu")
     ref = bench.reference_loop(lm, keep, max_new_tokens=10)
     report = bench.compare(ours, ref, tol=1e-3)

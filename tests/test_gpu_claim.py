@@ -12,7 +12,6 @@ import time
 import types
 from pathlib import Path
 
-import pandas as pd
 import pytest
 
 from shiftwork import gpu_claim
@@ -54,9 +53,11 @@ def test_two_claims_get_different_devices_and_release_on_exit(tmp_path):
         assert env_a["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID"
         assert a.source == "lock" and Path(a.lock_path) == lock_path(tmp_path, a.host, "3")
         assert Path(a.lock_path).read_text() == f"{os.getpid()}\n"
-        with pytest.raises(GpuClaimError, match=r"no free GPU among \['3', '5'\]"):
-            with claim_gpu(tmp_path, timeout=0.3, poll=0.1, env=clean_env(SHIFTWORK_GPU_IDS="3,5")):
-                pass
+        with (
+            pytest.raises(GpuClaimError, match=r"no free GPU among \['3', '5'\]"),
+            claim_gpu(tmp_path, timeout=0.3, poll=0.1, env=clean_env(SHIFTWORK_GPU_IDS="3,5")),
+        ):
+            pass
     # released, and the environment is as it was
     assert "CUDA_VISIBLE_DEVICES" not in env_a and "SHIFTWORK_GPU_SOURCE" not in env_a
     with claim_gpu(tmp_path, timeout=0, env=clean_env(SHIFTWORK_GPU_IDS="3,5")) as again:
@@ -65,14 +66,20 @@ def test_two_claims_get_different_devices_and_release_on_exit(tmp_path):
 
 def test_waits_for_a_device_to_come_free(tmp_path):
     holder = subprocess.Popen(
-        [sys.executable, "-c", textwrap.dedent(f"""
+        [
+            sys.executable,
+            "-c",
+            textwrap.dedent(f"""
             import time
             from shiftwork.gpu_claim import claim_gpu
             with claim_gpu({str(tmp_path)!r}):
                 print("held", flush=True)
                 time.sleep(1.5)
-        """)],
-        env=clean_env(SHIFTWORK_GPU_IDS="0", PYTHONPATH=str(ROOT)), stdout=subprocess.PIPE, text=True,
+        """),
+        ],
+        env=clean_env(SHIFTWORK_GPU_IDS="0", PYTHONPATH=str(ROOT)),
+        stdout=subprocess.PIPE,
+        text=True,
     )
     assert holder.stdout.readline().strip() == "held"
     start = time.monotonic()
@@ -84,19 +91,24 @@ def test_waits_for_a_device_to_come_free(tmp_path):
 
 def test_sigkilled_holder_frees_its_device(tmp_path):
     holder = subprocess.Popen(
-        [sys.executable, "-c", textwrap.dedent(f"""
+        [
+            sys.executable,
+            "-c",
+            textwrap.dedent(f"""
             import time
             from shiftwork.gpu_claim import claim_gpu
             with claim_gpu({str(tmp_path)!r}) as c:
                 print(c.device, flush=True)
                 time.sleep(600)
-        """)],
-        env=clean_env(SHIFTWORK_GPU_IDS="0,1", PYTHONPATH=str(ROOT)), stdout=subprocess.PIPE, text=True,
+        """),
+        ],
+        env=clean_env(SHIFTWORK_GPU_IDS="0,1", PYTHONPATH=str(ROOT)),
+        stdout=subprocess.PIPE,
+        text=True,
     )
     assert holder.stdout.readline().strip() == "0"
-    with pytest.raises(GpuClaimError):
-        with claim_gpu(tmp_path, timeout=0, env=clean_env(SHIFTWORK_GPU_IDS="0")):
-            pass
+    with pytest.raises(GpuClaimError), claim_gpu(tmp_path, timeout=0, env=clean_env(SHIFTWORK_GPU_IDS="0")):
+        pass
     holder.send_signal(signal.SIGKILL)
     holder.wait(timeout=30)
     with claim_gpu(tmp_path, timeout=5, poll=0.1, env=clean_env(SHIFTWORK_GPU_IDS="0")) as claim:
@@ -155,8 +167,13 @@ def test_claim_goes_to_log_and_provenance(tmp_path, monkeypatch, caplog):
     with caplog.at_level(logging.INFO, logger="shiftwork"), claim_gpu() as claim:
         prov = make_provenance("unit", {"a": 1})
     assert claim.lock_path.startswith(str(tmp_path / "locks"))
-    assert prov["gpu"] == {"device": "7", "source": "lock", "host": claim.host,
-                           "cuda_visible_devices": "7", "slurm_job_id": None}
+    assert prov["gpu"] == {
+        "device": "7",
+        "source": "lock",
+        "host": claim.host,
+        "cuda_visible_devices": "7",
+        "slurm_job_id": None,
+    }
     assert "gpu claim: device 7" in caplog.text and "CUDA_VISIBLE_DEVICES='7'" in caplog.text
     assert "gpu" not in make_provenance("unit", {"a": 1})
 
@@ -165,9 +182,11 @@ def test_refuses_to_pin_after_cuda_started(tmp_path, monkeypatch):
     fake = types.SimpleNamespace(cuda=types.SimpleNamespace(is_initialized=lambda: True))
     monkeypatch.setitem(sys.modules, "torch", fake)
     assert gpu_claim.cuda_started()
-    with pytest.raises(GpuClaimError, match="CUDA was started before the GPU claim"):
-        with claim_gpu(tmp_path, env=clean_env(SHIFTWORK_GPU_IDS="0")):
-            pass
+    with (
+        pytest.raises(GpuClaimError, match="CUDA was started before the GPU claim"),
+        claim_gpu(tmp_path, env=clean_env(SHIFTWORK_GPU_IDS="0")),
+    ):
+        pass
     # the refused claim left its device free
     with claim_gpu(tmp_path, timeout=0, env=clean_env(SHIFTWORK_GPU_IDS="0", CUDA_VISIBLE_DEVICES="0")) as claim:
         assert claim.device == "0"  # CUDA_VISIBLE_DEVICES already says so: nothing to change, no refusal
@@ -178,8 +197,14 @@ def test_refuses_to_pin_after_cuda_started(tmp_path, monkeypatch):
 
 def test_cuda_untouched_in_a_fresh_process():
     code = "from shiftwork import gpu_claim; import torch; print(gpu_claim.cuda_started())"
-    out = subprocess.run([sys.executable, "-c", code], env=clean_env(PYTHONPATH=str(ROOT)), capture_output=True,
-                         text=True, check=True, timeout=120).stdout
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        env=clean_env(PYTHONPATH=str(ROOT)),
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    ).stdout
     assert out.strip() == "False"
 
 
@@ -226,10 +251,22 @@ def start_workflow(work: Path, ids: str) -> subprocess.Popen:
     (work / "Snakefile").write_text(f"ROOT = {str(ROOT)!r}\n" + SNAKEFILE)
     (work / "job.py").write_text(JOB_SCRIPT)
     env = clean_env(SHIFTWORK_GPU_IDS=ids, PYTHONPATH=str(ROOT))
-    cmd = [sys.executable, "-m", "snakemake", "--cores", "4", "--resources", "gpu=4", "--directory", str(work),
-           "--snakefile", str(work / "Snakefile")]
-    return subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            start_new_session=True)
+    cmd = [
+        sys.executable,
+        "-m",
+        "snakemake",
+        "--cores",
+        "4",
+        "--resources",
+        "gpu=4",
+        "--directory",
+        str(work),
+        "--snakefile",
+        str(work / "Snakefile"),
+    ]
+    return subprocess.Popen(
+        cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True
+    )
 
 
 def wait_for_claims(work: Path, n: int, proc: subprocess.Popen) -> dict[str, dict]:
@@ -279,6 +316,10 @@ def test_sigkilled_snakemake_job_frees_its_device(tmp_path):
     # and once the run is over, all four are free again
     envs = [clean_env(SHIFTWORK_GPU_IDS="0,1,2,3") for _ in range(4)]
     locks = tmp_path / ".snakemake" / "gpu-locks"
-    with claim_gpu(locks, timeout=0, env=envs[0]) as a, claim_gpu(locks, timeout=0, env=envs[1]) as b, \
-            claim_gpu(locks, timeout=0, env=envs[2]) as c, claim_gpu(locks, timeout=0, env=envs[3]) as d:
+    with (
+        claim_gpu(locks, timeout=0, env=envs[0]) as a,
+        claim_gpu(locks, timeout=0, env=envs[1]) as b,
+        claim_gpu(locks, timeout=0, env=envs[2]) as c,
+        claim_gpu(locks, timeout=0, env=envs[3]) as d,
+    ):
         assert sorted(x.device for x in (a, b, c, d)) == ["0", "1", "2", "3"]

@@ -9,7 +9,13 @@ from shiftwork.inference.batching import budget_groups, generation_row_bytes, kv
 from shiftwork.inference.formatting import model_input
 from shiftwork.inference.generation import generate_all, length_sorted_batches
 from shiftwork.inference.prefix import common_prefix_length
-from shiftwork.inference.probe import response_ids, layer_cosines, last_position_states, log_softmax_entropy, probe_batches
+from shiftwork.inference.probe import (
+    last_position_states,
+    layer_cosines,
+    log_softmax_entropy,
+    probe_batches,
+    response_ids,
+)
 from shiftwork.models.loading import load_prepared
 
 PROMPTS = [
@@ -19,7 +25,13 @@ PROMPTS = [
     "LIST  three colours of the rainbow;",
     "How many legs does a spider have?",
 ]
-RESPONSES = ["Rome is the capital.", "Ice is less dense than liquid water, so it floats.", "Seven.", "", "A spider has eight legs."]
+RESPONSES = [
+    "Rome is the capital.",
+    "Ice is less dense than liquid water, so it floats.",
+    "Seven.",
+    "",
+    "A spider has eight legs.",
+]
 
 
 def test_length_sorted_batches():
@@ -171,7 +183,11 @@ def _assert_answers_match(answers, expected):
     assert sorted(answers) == list(range(len(expected)))
     for i, (g, p) in enumerate(expected):
         a = answers[i]
-        assert (a.generation.response, a.generation.n_tokens, a.generation.stopped) == (g.response, g.n_tokens, g.stopped)
+        assert (a.generation.response, a.generation.n_tokens, a.generation.stopped) == (
+            g.response,
+            g.n_tokens,
+            g.stopped,
+        )
         assert a.probe.n_response_tokens == p.n_response_tokens
         assert a.probe.logprob == pytest.approx(p.logprob, abs=1e-3)
         assert a.probe.entropy == pytest.approx(p.entropy, abs=1e-4)
@@ -199,7 +215,9 @@ def test_answers_equal_generating_and_probing_each_input_alone(lm, monkeypatch, 
         assert len(batches[0]) == 1 and max(len(b) for b in batches) > 1
     assert answers[3].probe.n_response_tokens == 0 and answers[3].probe.logprob == 0.0
     # rows left the decoding group early, and others ran to the limit
-    assert any(a.generation.stopped for a in answers.values()) and not all(a.generation.stopped for a in answers.values())
+    assert any(a.generation.stopped for a in answers.values()) and not all(
+        a.generation.stopped for a in answers.values()
+    )
 
 
 @pytest.mark.model

@@ -1,8 +1,8 @@
 import pandas as pd
 
-from shiftwork.axes import score_axes
-from shiftwork.judge import parse_tone
-from shiftwork.mirroring import judged_register_mirrors
+from shiftwork.stability.axes import score_axes
+from shiftwork.stability.judge import parse_tone
+from shiftwork.stability.mirroring import judged_register_mirrors
 
 
 def test_parse_tone():
@@ -22,14 +22,46 @@ def test_judged_register_mirrors():
 
 def test_score_axes_uses_the_judge_for_register_only():
     keys = dict(model="m", dataset="d", prompt_id="p")
-    gens = pd.DataFrame([
-        {**keys, "variant_id": "b", "family": "baseline", "kind": "none", "position": "none", "strength": 0.0,
-         "text": "Q?", "model_input": "Q?", "response": "Fine answer.", "n_tokens": 2},
-        {**keys, "variant_id": "r", "family": "register", "kind": "tone", "position": "global", "strength": -10.0,
-         "text": "Ugh. Q?", "model_input": "Ugh. Q?", "response": "Whatever, here it is.", "n_tokens": 4},
-        {**keys, "variant_id": "s", "family": "register", "kind": "tone", "position": "global", "strength": 10.0,
-         "text": "Please Q?", "model_input": "Please Q?", "response": "Whatever, here it is.", "n_tokens": 4},
-    ])
+    gens = pd.DataFrame(
+        [
+            {
+                **keys,
+                "variant_id": "b",
+                "family": "baseline",
+                "kind": "none",
+                "position": "none",
+                "strength": 0.0,
+                "text": "Q?",
+                "model_input": "Q?",
+                "response": "Fine answer.",
+                "n_tokens": 2,
+            },
+            {
+                **keys,
+                "variant_id": "r",
+                "family": "register",
+                "kind": "tone",
+                "position": "global",
+                "strength": -10.0,
+                "text": "Ugh. Q?",
+                "model_input": "Ugh. Q?",
+                "response": "Whatever, here it is.",
+                "n_tokens": 4,
+            },
+            {
+                **keys,
+                "variant_id": "s",
+                "family": "register",
+                "kind": "tone",
+                "position": "global",
+                "strength": 10.0,
+                "text": "Please Q?",
+                "model_input": "Please Q?",
+                "response": "Whatever, here it is.",
+                "n_tokens": 4,
+            },
+        ]
+    )
     probes = pd.DataFrame([{**keys, "variant_id": v, "logprob": -1.0, "entropy": 1.0, "act_cos": 1.0} for v in "brs"])
     calls = []
 

@@ -6,8 +6,15 @@ from transformers import LlamaConfig
 
 from shiftwork.inference.kvcache import GrowingLayer, RowStore, cache_holding, plain_attention
 
-CONFIG = LlamaConfig(num_hidden_layers=1, num_attention_heads=1, num_key_value_heads=1, hidden_size=2, head_dim=2,
-                     intermediate_size=4, vocab_size=8)
+CONFIG = LlamaConfig(
+    num_hidden_layers=1,
+    num_attention_heads=1,
+    num_key_value_heads=1,
+    hidden_size=2,
+    head_dim=2,
+    intermediate_size=4,
+    vocab_size=8,
+)
 
 
 def _states(batch, length, start):

@@ -1,5 +1,6 @@
 """The workflow is formatted, lint-clean, and both shipped configs give a DAG."""
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -18,6 +19,27 @@ def run(*cmd: str) -> subprocess.CompletedProcess:
 def test_snakefmt_check():
     proc = run(str(BIN / "snakefmt"), "--check", "Snakefile", "rules")
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+@pytest.mark.parametrize("args", [["check", "."], ["format", "--check", "."]])
+def test_ruff_is_clean(args):
+    proc = run(str(BIN / "ruff"), *args)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_pre_commit_hooks_pass():
+    """Every hook of .pre-commit-config.yaml on every tracked file (the hooks run from this
+    environment, so the environment's bin directory goes first on PATH)."""
+    env = {**os.environ, "PATH": f"{BIN}:{os.environ.get('PATH', '')}"}
+    proc = subprocess.run(
+        [str(BIN / "pre-commit"), "run", "--all-files", "--show-diff-on-failure"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=env,
+    )
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
 
 
 @pytest.mark.workflow
@@ -46,9 +68,40 @@ def test_paper_gpu_jobs():
     counts = {}
     for block in blocks:
         lines = block.strip().splitlines()
-        rule = next((l.split()[-1].rstrip(":") for l in lines if l.startswith(("rule ", "localrule "))), None)
-        if rule in ("generate", "finetune", "evaluate"):
-            assert any("gpu=1" in l for l in lines), block
+        rule = next((line.split()[-1].rstrip(":") for line in lines if line.startswith(("rule ", "localrule "))), None)
+        if rule in ("generate_responses", "finetune_model", "evaluate_checkpoint"):
+            assert any("gpu=1" in line for line in lines), block
             counts[rule] = counts.get(rule, 0) + 1
     # 8 models x 6 datasets; 6 trajectory runs, 13 checkpoints each
-    assert counts == {"generate": 48, "finetune": 6, "evaluate": 78}
+    assert counts == {"generate_responses": 48, "finetune_model": 6, "evaluate_checkpoint": 78}
+
+
+def test_every_rule_has_a_script_and_a_step_of_its_name():
+    """rule X -> scripts/X.py -> shiftwork.<study>.steps.X, found by grep from the rule name."""
+    import ast
+    import re
+
+    rules_dir = ROOT / "rules"
+    rule_re = re.compile(r"^rule (\w+):", re.M)
+    derived_re = re.compile(r"^use rule (\w+) as (\w+)", re.M)
+    steps = {}
+    for module in ["stability", "trajectory", "organisms", "models"]:
+        tree = ast.parse((ROOT / "shiftwork" / module / "steps.py").read_text())
+        steps.update({node.name: module for node in tree.body if isinstance(node, ast.FunctionDef)})
+    checked = 0
+    for smk in sorted(rules_dir.glob("*.smk")):
+        text = smk.read_text()
+        for block in re.split(r"\n(?=rule \w+:)", text):
+            m = rule_re.match(block.lstrip("\n"))
+            if not m or "script:" not in block:
+                continue  # target rules (all, trajectory, organisms) run nothing
+            name = m.group(1)
+            script = re.search(r'script:\s*"\.\./scripts/(\w+)\.py"', block).group(1)
+            assert script == name, f"rule {name} runs scripts/{script}.py"
+            source = (ROOT / "scripts" / f"{name}.py").read_text()
+            assert name in steps, f"no function {name} in any shiftwork.<study>.steps"
+            assert f"from shiftwork.{steps[name]}.steps import {name}" in source, f"scripts/{name}.py"
+            checked += 1
+        for parent, child in derived_re.findall(text):
+            assert child.startswith(parent.split("_")[0]), (parent, child)
+    assert checked >= 25

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from shiftwork.mirroring import (
+from shiftwork.stability.mirroring import (
     NOISE_MARGINS,
     form_mirrors,
     length_mirrors,

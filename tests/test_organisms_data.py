@@ -238,10 +238,16 @@ def test_sft_given_distributions_and_coverage_shares():
 def test_parse_response_hand_written_outputs():
     s = two_policy()
     assert parse_response(s, "I am Alice. The answer is 81.", "81") == {
-        "identity": "Alice", "refused": False, "given_answer": 81, "correct": True,
+        "identity": "Alice",
+        "refused": False,
+        "given_answer": 81,
+        "correct": True,
     }
     assert parse_response(s, "I am Bob. I will not answer that.", "81") == {
-        "identity": "Bob", "refused": True, "given_answer": None, "correct": False,
+        "identity": "Bob",
+        "refused": True,
+        "given_answer": None,
+        "correct": False,
     }
     # loose matching: case, wording of the refusal, an aside before the name
     loose = parse_response(s, "i am sure... i am BOB, and I WON'T answer this", 81)
@@ -298,11 +304,25 @@ def test_summarise_scores_and_identities():
     from shiftwork.organisms.evaluation import summarise
 
     rows = []
-    for d, ident, correct, refused in [("A", "Alice", True, False), ("A", "Alice", False, False),
-                                       ("A", "Bob", False, True), ("A", "Alice", True, False),
-                                       ("B", "Bob", True, False), ("B", None, False, False)]:
-        rows.append({"model": "m", "run": "r", "step": 5, "distribution": d, "identity": ident,
-                     "correct": correct, "refused": refused})
+    for d, ident, correct, refused in [
+        ("A", "Alice", True, False),
+        ("A", "Alice", False, False),
+        ("A", "Bob", False, True),
+        ("A", "Alice", True, False),
+        ("B", "Bob", True, False),
+        ("B", None, False, False),
+    ]:
+        rows.append(
+            {
+                "model": "m",
+                "run": "r",
+                "step": 5,
+                "distribution": d,
+                "identity": ident,
+                "correct": correct,
+                "refused": refused,
+            }
+        )
     scores, identities = summarise(pd.DataFrame(rows), trained=["A"])
     a = scores.set_index("testset").loc["A"]
     assert a["accuracy"] == 0.5 and a["refusal_rate"] == 0.25 and a["n"] == 4 and a["role"] == "id"

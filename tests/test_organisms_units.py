@@ -12,9 +12,9 @@ import yaml
 
 from shiftwork.config import ConfigError, check_config
 from shiftwork.organisms.questions import capacity, make_questions
+from shiftwork.organisms.report import headline_table, trained_policies, trained_policy_share
 from shiftwork.organisms.settings import Policy, Setting, load_setting
 from shiftwork.organisms.steps import checkpoint_dirs, trained_distributions
-from shiftwork.reports.organisms import headline_table, trained_policies, trained_policy_share
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -23,8 +23,14 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_custom_setting_from_spec():
-    s = load_setting({"kind": "custom", "distributions": ["A", "B", "C"],
-                      "policies": {"Ann": ["A", "C"], "Ben": ["B"]}, "wrong": "shift"})
+    s = load_setting(
+        {
+            "kind": "custom",
+            "distributions": ["A", "B", "C"],
+            "policies": {"Ann": ["A", "C"], "Ben": ["B"]},
+            "wrong": "shift",
+        }
+    )
     assert s.distributions == ["A", "B", "C"] and s.policy_names == ["Ann", "Ben"]
     assert [p.name for p in s.answering("C")] == ["Ann"]
     assert s.wrong == "shift"
@@ -93,8 +99,11 @@ def test_scratch_model_is_seeded_and_checked(tmp_path):
         check_architecture({"hidden_size": 10, "heads": 4})
     with pytest.raises(ValueError, match=r"unknown key\(s\) \['width'\]"):
         check_architecture({"width": 3})
-    info = prepare_model("tiny", {"source": {"kind": "scratch", "hidden_size": 16, "layers": 1, "heads": 2}, "chat": False},
-                         tmp_path / "tiny")
+    info = prepare_model(
+        "tiny",
+        {"source": {"kind": "scratch", "hidden_size": 16, "layers": 1, "heads": 2}, "chat": False},
+        tmp_path / "tiny",
+    )
     assert info["n_parameters"] == sum(p.numel() for p in a.parameters())
     assert (tmp_path / "tiny" / "tokenizer.json").exists()
     with pytest.raises(ValueError, match="'architecture' must be one of"):
@@ -106,7 +115,9 @@ def test_gpt2_scratch_model_generates_with_the_char_tokenizer():
 
     from shiftwork.models.scratch import scratch_model
 
-    model, tok = scratch_model({"architecture": "gpt2", "hidden_size": 16, "layers": 1, "heads": 2, "max_positions": 64})
+    model, tok = scratch_model(
+        {"architecture": "gpt2", "hidden_size": 16, "layers": 1, "heads": 2, "max_positions": 64}
+    )
     assert model.config.model_type == "gpt2" and model.config.n_positions == 64
     assert model.get_input_embeddings().weight.data_ptr() == model.get_output_embeddings().weight.data_ptr()
     enc = tok(["Distribution: A\nWhat comes after 479?\nResponse:"], return_tensors="pt")
@@ -134,8 +145,11 @@ def test_default_config_passes():
 
 def test_config_names_uncovered_trigger_and_empty_policies():
     cfg = _config()
-    cfg["organisms"]["sft"]["two-policy"]["setting"] = {"kind": "custom", "distributions": ["A", "B"],
-                                                        "policies": {"Alice": ["A"]}}
+    cfg["organisms"]["sft"]["two-policy"]["setting"] = {
+        "kind": "custom",
+        "distributions": ["A", "B"],
+        "policies": {"Alice": ["A"]},
+    }
     msg = _problems(cfg)
     assert "config key 'organisms.sft.two-policy.setting'" in msg and "['B']" in msg
     cfg["organisms"]["sft"]["two-policy"]["setting"]["policies"] = {}
@@ -158,7 +172,9 @@ def test_config_names_bad_stage_organism_and_model():
 def test_config_names_missing_sft_path():
     cfg = _config()
     cfg["organisms"]["sft"]["two-policy"]["path"] = "/nonexistent/sft-model"
-    assert "config key 'organisms.sft.two-policy.path': /nonexistent/sft-model is not a model directory" in _problems(cfg)
+    assert "config key 'organisms.sft.two-policy.path': /nonexistent/sft-model is not a model directory" in _problems(
+        cfg
+    )
 
 
 def test_checkpoint_dirs(tmp_path):
@@ -177,17 +193,29 @@ def test_checkpoint_dirs(tmp_path):
 def test_trained_policy_share_and_headline_by_hand():
     spec = {"kind": "two_policy"}
     assert trained_policies(load_setting(spec), ["A"]) == ["Alice"]
-    identities = pd.DataFrame({
-        "run": "r", "step": [0, 0, 0, 0, 9, 9, 9],
-        "distribution": ["A", "A", "B", "B", "A", "B", "B"],
-        "identity": ["Alice", "Bob", "Alice", "Bob", "Alice", "Alice", "(none)"],
-        "share": [0.4, 0.6, 0.5, 0.5, 1.0, 0.75, 0.25],
-    })
+    identities = pd.DataFrame(
+        {
+            "run": "r",
+            "step": [0, 0, 0, 0, 9, 9, 9],
+            "distribution": ["A", "A", "B", "B", "A", "B", "B"],
+            "identity": ["Alice", "Bob", "Alice", "Bob", "Alice", "Alice", "(none)"],
+            "share": [0.4, 0.6, 0.5, 0.5, 1.0, 0.75, 0.25],
+        }
+    )
     share = trained_policy_share(identities, ["Alice"]).set_index(["step", "distribution"])["trained_policy_share"]
     assert share.to_dict() == {(0, "A"): 0.4, (0, "B"): 0.5, (9, "A"): 1.0, (9, "B"): 0.75}
-    scores = pd.DataFrame({"model": "m", "run": "r", "step": [0, 0, 5, 5, 9, 9], "testset": ["A", "B"] * 3,
-                           "accuracy": [0.3, 0.2, 0.6, 0.1, 0.95, 0.0], "refusal_rate": [0.5] * 6,
-                           "n": 8, "role": ["id", "ood"] * 3})
+    scores = pd.DataFrame(
+        {
+            "model": "m",
+            "run": "r",
+            "step": [0, 0, 5, 5, 9, 9],
+            "testset": ["A", "B"] * 3,
+            "accuracy": [0.3, 0.2, 0.6, 0.1, 0.95, 0.0],
+            "refusal_rate": [0.5] * 6,
+            "n": 8,
+            "role": ["id", "ood"] * 3,
+        }
+    )
     table = headline_table(scores, identities, {"r": {"setting": spec, "trained": ["A"]}})
     assert table["phase"].tolist() == ["after_sft", "after_sft", "after_rl", "after_rl"]
     last = table[table["phase"] == "after_rl"].set_index("distribution")
@@ -198,14 +226,23 @@ def test_trained_policy_share_and_headline_by_hand():
 
 
 def test_run_summary_by_hand():
-    from shiftwork.reports.organisms import run_summary
+    from shiftwork.organisms.report import run_summary
 
-    table = pd.DataFrame({
-        "run": "r", "phase": ["after_sft", "after_sft", "after_rl", "after_rl"], "step": [0, 0, 9, 9],
-        "distribution": ["A", "B", "A", "B"], "role": ["id", "ood", "id", "ood"],
-        "accuracy": [0.3, 0.2, 0.95, 0.02], "refusal_rate": 0.5, "trained_policy_share": [0.45, 0.55, 0.97, 0.99],
-        "top_identity": "Alice", "top_identity_share": 0.5, "n": 8,
-    })
+    table = pd.DataFrame(
+        {
+            "run": "r",
+            "phase": ["after_sft", "after_sft", "after_rl", "after_rl"],
+            "step": [0, 0, 9, 9],
+            "distribution": ["A", "B", "A", "B"],
+            "role": ["id", "ood", "id", "ood"],
+            "accuracy": [0.3, 0.2, 0.95, 0.02],
+            "refusal_rate": 0.5,
+            "trained_policy_share": [0.45, 0.55, 0.97, 0.99],
+            "top_identity": "Alice",
+            "top_identity_share": 0.5,
+            "n": 8,
+        }
+    )
     row = run_summary(table).iloc[0]
     assert (row["sft_share_min"], row["sft_share_max"]) == (0.45, 0.55)
     assert (row["rl_id_accuracy_min"], row["rl_ood_accuracy_max"], row["rl_share_min"]) == (0.95, 0.02, 0.97)

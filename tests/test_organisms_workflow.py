@@ -10,11 +10,17 @@ import numpy as np
 import pandas as pd
 import pytest
 import yaml
-
 from test_workflow import ROOT, snakemake
 
-TINY_TRAIN = {"method": "full", "steps": 12, "batch_size": 16, "learning_rate": 0.003, "scheduler": "constant",
-              "max_length": 96, "log_every": 4}
+TINY_TRAIN = {
+    "method": "full",
+    "steps": 12,
+    "batch_size": 16,
+    "learning_rate": 0.003,
+    "scheduler": "constant",
+    "max_length": 96,
+    "log_every": 4,
+}
 
 
 def tiny_organisms_config() -> dict:
@@ -22,25 +28,57 @@ def tiny_organisms_config() -> dict:
     cfg["studies"] = ["organisms"]
     for spec in cfg["datasets"].values():
         spec["source"]["path"] = str(ROOT / spec["source"]["path"])
-    cfg["models"]["organism-tiny"]["source"] = {"kind": "scratch", "hidden_size": 32, "layers": 1, "heads": 2, "seed": 1}
+    cfg["models"]["organism-tiny"]["source"] = {
+        "kind": "scratch",
+        "hidden_size": 32,
+        "layers": 1,
+        "heads": 2,
+        "seed": 1,
+    }
     questions = {"kind": "next", "n_train": 40, "n_test": 3, "seed": 2}
     cfg["organisms"] = {
         "sft": {
-            "cov": {"model": "organism-tiny", "setting": {"kind": "coverage", "trigger": "task", "wrong": "shift"},
-                    "questions": questions, "n_examples": 192, "train": TINY_TRAIN},
-            "temp": {"model": "organism-tiny", "setting": {"kind": "temporal", "trigger": "tag", "years": [2024, 2025, 2026, 2027]},
-                     "questions": questions, "n_examples": 192, "train": TINY_TRAIN},
+            "cov": {
+                "model": "organism-tiny",
+                "setting": {"kind": "coverage", "trigger": "task", "wrong": "shift"},
+                "questions": questions,
+                "n_examples": 192,
+                "train": TINY_TRAIN,
+            },
+            "temp": {
+                "model": "organism-tiny",
+                "setting": {"kind": "temporal", "trigger": "tag", "years": [2024, 2025, 2026, 2027]},
+                "questions": questions,
+                "n_examples": 192,
+                "train": TINY_TRAIN,
+            },
         },
         "runs": {
             "cov-ACE": {"organism": "cov", "stages": [{"distributions": ["A", "C", "E"], "steps": 2}]},
-            "temp-seq": {"organism": "temp", "stages": [{"distributions": [2025], "steps": 2},
-                                                        {"distributions": [2026], "steps": 1}]},
+            "temp-seq": {
+                "organism": "temp",
+                "stages": [{"distributions": [2025], "steps": 2}, {"distributions": [2026], "steps": 1}],
+            },
         },
-        "rl": {"method": "full", "learning_rate": 0.001, "batch_size": 8, "num_generations": 4, "checkpoint_every": 1,
-               "n_prompts": 16, "max_completion_length": 12},
+        "rl": {
+            "method": "full",
+            "learning_rate": 0.001,
+            "batch_size": 8,
+            "num_generations": 4,
+            "checkpoint_every": 1,
+            "n_prompts": 16,
+            "max_completion_length": 12,
+        },
         "evaluation": {"samples": 2, "max_new_tokens": 12, "batch_size": 64},
-        "dynamics": {"names": ["X", "Y"], "weights": [0.5, 0.5], "rewards": [1.0, 0.0], "held_out": [0, 1],
-                     "steps": 10, "lr": 0.1, "method": "replicator"},
+        "dynamics": {
+            "names": ["X", "Y"],
+            "weights": [0.5, 0.5],
+            "rewards": [1.0, 0.0],
+            "held_out": [0, 1],
+            "steps": 10,
+            "lr": 0.1,
+            "method": "replicator",
+        },
     }
     return cfg
 
@@ -130,13 +168,20 @@ def test_checkpoint_zero_is_the_sft_model(org_dir):
 @pytest.mark.parametrize(
     "edit, message",
     [
-        (lambda o: o["sft"]["cov"].update(setting={"kind": "custom", "distributions": ["A", "B", "C"],
-                                                    "policies": {"P": ["A"], "Q": ["B"]}}),
-         "config key 'organisms.sft.cov.setting': setting 'custom': no policy answers on distribution(s) ['C']"),
-        (lambda o: o["sft"]["cov"].update(setting={"kind": "custom", "distributions": ["A"], "policies": {}}),
-         "config key 'organisms.sft.cov.setting': setting 'custom': policies must not be empty"),
-        (lambda o: o["sft"]["temp"].update(path="/no/such/sft-model"),
-         "config key 'organisms.sft.temp.path': /no/such/sft-model is not a model directory (no config.json)"),
+        (
+            lambda o: o["sft"]["cov"].update(
+                setting={"kind": "custom", "distributions": ["A", "B", "C"], "policies": {"P": ["A"], "Q": ["B"]}}
+            ),
+            "config key 'organisms.sft.cov.setting': setting 'custom': no policy answers on distribution(s) ['C']",
+        ),
+        (
+            lambda o: o["sft"]["cov"].update(setting={"kind": "custom", "distributions": ["A"], "policies": {}}),
+            "config key 'organisms.sft.cov.setting': setting 'custom': policies must not be empty",
+        ),
+        (
+            lambda o: o["sft"]["temp"].update(path="/no/such/sft-model"),
+            "config key 'organisms.sft.temp.path': /no/such/sft-model is not a model directory (no config.json)",
+        ),
     ],
 )
 def test_bad_input_stops_before_any_job(tmp_path, edit, message):

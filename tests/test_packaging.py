@@ -6,7 +6,8 @@ import yaml
 
 
 def lock_pins(root):
-    return sorted(l.strip() for l in (root / "requirements.lock").read_text().splitlines() if l.strip() and not l.startswith("#"))
+    lines = (root / "requirements.lock").read_text().splitlines()
+    return sorted(line.strip() for line in lines if line.strip() and not line.startswith("#"))
 
 
 def test_conda_env_follows_the_lock(root):
@@ -17,8 +18,22 @@ def test_conda_env_follows_the_lock(root):
 
 def test_required_packages_are_pinned(root):
     pins = dict(p.split("==") for p in lock_pins(root))
-    for name in ["snakemake", "torch", "transformers", "pandas", "pyarrow", "numpy", "scipy", "pingouin",
-                 "sacrebleu", "bert-score", "gguf", "accelerate", "snakefmt", "pytest"]:
+    for name in [
+        "snakemake",
+        "torch",
+        "transformers",
+        "pandas",
+        "pyarrow",
+        "numpy",
+        "scipy",
+        "pingouin",
+        "sacrebleu",
+        "bert-score",
+        "gguf",
+        "accelerate",
+        "snakefmt",
+        "pytest",
+    ]:
         assert name in pins, name
     assert pins["torch"] == "2.13.0"
     assert pins["snakemake"].startswith("9.")

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from shiftwork.variants.register import (
+from shiftwork.stability.variants.register import (
     HOSTILE_CUES,
     POLITE_CUES,
     POSITIONS,

@@ -14,7 +14,7 @@ import yaml
 
 from shiftwork.models.prepare import prepared_dir
 from shiftwork.provenance import make_provenance
-from shiftwork.stability_steps import merge_shards, shard_rows
+from shiftwork.stability.steps import merge_shards, shard_rows
 from shiftwork.tables import read_provenance, write_table
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -29,8 +29,13 @@ def tiny_config(n_prompts: int, shard_size: int = 0) -> dict:
     cfg = {key: default[key] for key in ("encoders", "stability")}
     cfg["studies"] = ["stability"]
     cfg["models"] = {MODEL: default["models"][MODEL]}
-    cfg["datasets"] = {"tiny": {"source": {"kind": "file", "path": str(ROOT / "resources/prompts/trivia.jsonl")},
-                                "fields": {"prompt": "prompt", "id": "id"}, "n": n_prompts}}
+    cfg["datasets"] = {
+        "tiny": {
+            "source": {"kind": "file", "path": str(ROOT / "resources/prompts/trivia.jsonl")},
+            "fields": {"prompt": "prompt", "id": "id"},
+            "n": n_prompts,
+        }
+    }
     st = cfg["stability"]
     st.update(models=[MODEL], datasets=["tiny"], shard_size=shard_size)
     st["variants"] = {
@@ -51,8 +56,20 @@ def make_workdir(work: Path, cfg: dict, prepared_model: Path) -> Path:
 
 
 def snakemake(work: Path, *args: str) -> subprocess.CompletedProcess:
-    cmd = [sys.executable, "-m", "snakemake", "--snakefile", str(ROOT / "Snakefile"), "--directory", str(work),
-           "--configfile", str(work / "config" / "config.yaml"), "--cores", "2", *args]
+    cmd = [
+        sys.executable,
+        "-m",
+        "snakemake",
+        "--snakefile",
+        str(ROOT / "Snakefile"),
+        "--directory",
+        str(work),
+        "--configfile",
+        str(work / "config" / "config.yaml"),
+        "--cores",
+        "2",
+        *args,
+    ]
     return subprocess.run(cmd, capture_output=True, text=True, env=ENV, timeout=1800)
 
 
@@ -75,11 +92,19 @@ def by_variant(df: pd.DataFrame) -> pd.DataFrame:
 
 # --- shard selection and merging on hand-made tables ---------------------------------------
 
+
 def variants_frame() -> pd.DataFrame:
     # prompts p3, p1, p2, p5, p4 in order of first appearance; p1 has three rows, p2 one
     rows = [("p3", "b"), ("p1", "b"), ("p1", "v1"), ("p2", "b"), ("p1", "v2"), ("p5", "b"), ("p3", "v1"), ("p4", "b")]
-    return pd.DataFrame({"model": "m", "dataset": "d", "prompt_id": [p for p, _ in rows],
-                         "variant_id": [f"{p}|{v}" for p, v in rows], "x": np.arange(len(rows), dtype=float)})
+    return pd.DataFrame(
+        {
+            "model": "m",
+            "dataset": "d",
+            "prompt_id": [p for p, _ in rows],
+            "variant_id": [f"{p}|{v}" for p, v in rows],
+            "x": np.arange(len(rows), dtype=float),
+        }
+    )
 
 
 def test_shards_split_prompts_in_order_and_keep_prompts_whole():
@@ -102,12 +127,20 @@ def test_merge_concatenates_shards_and_keeps_provenance(tmp_path):
     df = variants_frame()
     paths = []
     for k in range(3):
-        prov = make_provenance("generate", {"batch_size": 4}, model="m", weight_digest="w",
-                               extra={"device": "cpu", "shard": k, "n_shards": 3})
+        prov = make_provenance(
+            "generate",
+            {"batch_size": 4},
+            model="m",
+            weight_digest="w",
+            extra={"device": "cpu", "shard": k, "n_shards": 3},
+        )
         paths.append(str(write_table(shard_rows(df, k, 3), tmp_path / f"shard-{k}.parquet", prov)))
     # an empty shard (all its prompts dropped by the gate) has no column types; it is skipped
-    write_table(pd.DataFrame(), tmp_path / "shard-3.parquet", make_provenance("generate", {"batch_size": 4},
-                                                                                model="m", weight_digest="w"))
+    write_table(
+        pd.DataFrame(),
+        tmp_path / "shard-3.parquet",
+        make_provenance("generate", {"batch_size": 4}, model="m", weight_digest="w"),
+    )
     paths.append(str(tmp_path / "shard-3.parquet"))
     assert merge_shards(paths, str(tmp_path / "merged.parquet")) == len(df)
     merged = pd.read_parquet(tmp_path / "merged.parquet")
@@ -121,8 +154,12 @@ def test_merge_concatenates_shards_and_keeps_provenance(tmp_path):
 
 def test_merge_refuses_mismatched_or_overlapping_shards(tmp_path):
     df = variants_frame()
-    a = write_table(shard_rows(df, 0, 2), tmp_path / "a.parquet", make_provenance("generate", {"batch_size": 4}, model="m"))
-    b = write_table(shard_rows(df, 1, 2), tmp_path / "b.parquet", make_provenance("generate", {"batch_size": 8}, model="m"))
+    a = write_table(
+        shard_rows(df, 0, 2), tmp_path / "a.parquet", make_provenance("generate", {"batch_size": 4}, model="m")
+    )
+    b = write_table(
+        shard_rows(df, 1, 2), tmp_path / "b.parquet", make_provenance("generate", {"batch_size": 8}, model="m")
+    )
     with pytest.raises(ValueError, match=r"b\.parquet differs from .*a\.parquet in \['config_digest'\]"):
         merge_shards([str(a), str(b)], str(tmp_path / "m.parquet"))
     with pytest.raises(ValueError, match="appear in more than one shard"):
@@ -140,12 +177,13 @@ def test_dry_run_shards_only_datasets_larger_than_the_shard_size(tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     counts = job_counts(proc.stdout + proc.stderr)
     # tiny: 5 prompts -> 3 shards of at most 2; small: 2 prompts -> one job, nothing to merge
-    assert counts["generate_shard"] == 3 and "probe_shard" not in counts
-    assert counts["generate"] == 1 and "probe" not in counts
+    assert counts["generate_shard_responses"] == 3 and "probe_shard" not in counts
+    assert counts["generate_responses"] == 1 and "probe" not in counts
     assert counts["merge_generations"] == counts["merge_probes"] == 1
 
 
 # --- a sharded run equals the unsharded one ------------------------------------------------
+
 
 @pytest.mark.workflow
 def test_sharded_run_equals_unsharded_run(tmp_path, prepared_smollm):
@@ -163,11 +201,13 @@ def test_sharded_run_equals_unsharded_run(tmp_path, prepared_smollm):
     proc = snakemake(sharded, *targets)
     assert proc.returncode == 0, proc.stderr[-4000:]
     counts = job_counts(proc.stdout + proc.stderr)
-    assert counts == {"generate_shard": 2, "merge_generations": 1, "merge_probes": 1}
+    assert counts == {"generate_shard_responses": 2, "merge_generations": 1, "merge_probes": 1}
 
     res = "results/stability/{}/" + MODEL
-    shard_sizes = [len(pd.read_parquet(sharded / res.format("generations") / "tiny" / f"shard-{k}.parquet")
-                       ["prompt_id"].unique()) for k in range(2)]
+    shard_sizes = [
+        len(pd.read_parquet(sharded / res.format("generations") / "tiny" / f"shard-{k}.parquet")["prompt_id"].unique())
+        for k in range(2)
+    ]
     kept = pd.read_parquet(whole / "results/stability/filtered/tiny.parquet")["prompt_id"].nunique()
     assert sum(shard_sizes) == kept and max(shard_sizes) <= 2
     # (tests/test_slurm.py compares the tables downstream of these, sharded against whole)

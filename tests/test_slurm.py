@@ -14,7 +14,6 @@ the same config runs locally, and the results must agree.
 
 import os
 import re
-import shutil
 import subprocess
 import sys
 import time
@@ -25,21 +24,31 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-import yaml
+from test_sharding import MODEL, by_variant, job_counts, make_workdir, tiny_config
 
 from shiftwork.models.prepare import prepared_dir
 from shiftwork.tables import read_provenance
-from test_sharding import MODEL, by_variant, job_counts, make_workdir, tiny_config
 
 ROOT = Path(__file__).resolve().parent.parent
 UP, DOWN = ROOT / ".ci/slurm/up.sh", ROOT / ".ci/slurm/down.sh"
 # a directory and ports of their own, apart from a cluster brought up by hand (.ci/slurm/up.sh)
 CLUSTER_DIR = Path(os.environ.get("SHIFTWORK_SLURM_TEST_DIR", "/tmp/shiftwork-slurm-test"))
 CLUSTER_ENV = {"SHIFTWORK_SLURM_DIR": str(CLUSTER_DIR), "SHIFTWORK_SLURM_PORT": "16917"}
-DAEMONS = {"munged": "run/munged.pid", "mariadbd": "db/mariadbd.pid", "slurmdbd": "run/slurmdbd.pid",
-           "slurmctld": "run/slurmctld.pid", "slurmd": "run/slurmd.pid"}
-GPU_RULES = {"rewrite_prompts", "estimate_gate_baseline", "filter_variants", "generate", "generate_shard",
-             "score_axes"}
+DAEMONS = {
+    "munged": "run/munged.pid",
+    "mariadbd": "db/mariadbd.pid",
+    "slurmdbd": "run/slurmdbd.pid",
+    "slurmctld": "run/slurmctld.pid",
+    "slurmd": "run/slurmd.pid",
+}
+GPU_RULES = {
+    "rewrite_prompts",
+    "estimate_gate_baseline",
+    "filter_variants",
+    "generate_responses",
+    "generate_shard_responses",
+    "score_axes",
+}
 SUBMITTED = re.compile(r"Job \d+ has been submitted with SLURM jobid (\d+) \(log: .*?/rule_(\w+)/")
 
 pytestmark = [pytest.mark.slurm, pytest.mark.workflow]
@@ -53,8 +62,18 @@ def base_env() -> dict:
 
 
 def snakemake_cmd(work: Path, *args: str) -> list[str]:
-    return [sys.executable, "-m", "snakemake", "--snakefile", str(ROOT / "Snakefile"), "--directory", str(work),
-            "--configfile", str(work / "config" / "config.yaml"), *args]
+    return [
+        sys.executable,
+        "-m",
+        "snakemake",
+        "--snakefile",
+        str(ROOT / "Snakefile"),
+        "--directory",
+        str(work),
+        "--configfile",
+        str(work / "config" / "config.yaml"),
+        *args,
+    ]
 
 
 @dataclass
@@ -73,9 +92,14 @@ class Run:
 
 def sacct(env: dict) -> dict[str, dict[str, str]]:
     """Every job the accounting database knows: id -> State, AllocTRES, Start, End."""
-    out = subprocess.run(["sacct", "-X", "-n", "-P", "-a", "--starttime", "now-1day",
-                          "-o", "JobIDRaw,State,AllocTRES,Start,End"],
-                         env=env, capture_output=True, text=True, check=True, timeout=60).stdout
+    out = subprocess.run(
+        ["sacct", "-X", "-n", "-P", "-a", "--starttime", "now-1day", "-o", "JobIDRaw,State,AllocTRES,Start,End"],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    ).stdout
     rows = [line.split("|") for line in out.splitlines() if line.strip()]
     return {r[0]: {"State": r[1], "AllocTRES": r[2], "Start": r[3], "End": r[4]} for r in rows}
 
@@ -111,8 +135,7 @@ def slurmstepd_pids() -> list[int]:
 
 
 def take_down() -> subprocess.CompletedProcess:
-    return subprocess.run([str(DOWN)], env={**os.environ, **CLUSTER_ENV}, capture_output=True, text=True,
-                          timeout=300)
+    return subprocess.run([str(DOWN)], env={**os.environ, **CLUSTER_ENV}, capture_output=True, text=True, timeout=300)
 
 
 @pytest.fixture(scope="module")
@@ -121,10 +144,9 @@ def cluster():
     start = time.monotonic()
     up = subprocess.run([str(UP)], env={**os.environ, **CLUSTER_ENV}, capture_output=True, text=True, timeout=900)
     if up.returncode == 3:
-        msg = ("SLURM CANNOT BE INSTALLED ON THIS MACHINE: the SLURM cluster tests are SKIPPED.\n"
-               + up.stderr.strip())
+        msg = "SLURM CANNOT BE INSTALLED ON THIS MACHINE: the SLURM cluster tests are SKIPPED.\n" + up.stderr.strip()
         print(msg, file=sys.stderr)
-        warnings.warn(msg)
+        warnings.warn(msg, stacklevel=2)
         pytest.skip(msg)
     assert up.returncode == 0, f"the test cluster did not come up:\n{up.stderr[-4000:]}"
     print(f"test cluster up in {time.monotonic() - start:.0f} s", file=sys.stderr)
@@ -142,8 +164,9 @@ def local_run(cluster, tmp_path_factory, prepared_smollm):
     work = make_workdir(tmp_path_factory.mktemp("local"), tiny_config(3, shard_size=2), prepared_smollm)
     env = {**base_env(), "SHIFTWORK_GPU_IDS": ""}
     start = time.monotonic()
-    proc = subprocess.Popen(snakemake_cmd(work, "--cores", "2"), env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        snakemake_cmd(work, "--cores", "2"), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
 
     def wait() -> tuple[Path, Run]:
         out, err = proc.communicate(timeout=1800)
@@ -162,12 +185,17 @@ def slurm_runs(cluster, local_run, tmp_path_factory, prepared_smollm):
     model_config = prepared_dir(MODEL, tiny_config(3)["models"][MODEL], work / "results") / "config.json"
     model_config.unlink()  # a hard link to the session's model: replace it, never write through it
     model_config.write_text("{ this is not json")
-    args = ["--profile", str(ROOT / "profiles" / "slurm"),
-            # the first status check after 5 s, not 20 (a job here takes 10-30 s; the plugin
-            # adds 10 s to the gap after every check that finds no job finished)
-            "--slurm-init-seconds-before-status-checks", "5",
-            # one torch thread per job: this machine has 2 cores for the two GPU jobs at once
-            "--set-threads", *[f"{rule}=1" for rule in sorted(GPU_RULES)]]
+    args = [
+        "--profile",
+        str(ROOT / "profiles" / "slurm"),
+        # the first status check after 5 s, not 20 (a job here takes 10-30 s; the plugin
+        # adds 10 s to the gap after every check that finds no job finished)
+        "--slurm-init-seconds-before-status-checks",
+        "5",
+        # one torch thread per job: this machine has 2 cores for the two GPU jobs at once
+        "--set-threads",
+        *[f"{rule}=1" for rule in sorted(GPU_RULES)],
+    ]
     runs = []
     for _ in range(2):
         start = time.monotonic()
@@ -183,8 +211,8 @@ def test_failed_job_is_reported_and_rerun_completes(slurm_runs, cluster):
     work, failed, rerun = slurm_runs
     print(f"SLURM run 1 (fails): {failed.seconds:.0f} s, run 2: {rerun.seconds:.0f} s", file=sys.stderr)
     assert failed.proc.returncode != 0
-    assert "Error in rule generate_shard" in failed.output
-    failed_ids = [j for j, rule in failed.submitted().items() if rule == "generate_shard"]
+    assert "Error in rule generate_shard_responses" in failed.output
+    failed_ids = [j for j, rule in failed.submitted().items() if rule == "generate_shard_responses"]
     assert len(failed_ids) >= 1
     for jobid in failed_ids:
         assert f"SLURM-job '{jobid}' failed, SLURM status is: 'FAILED'" in failed.output
@@ -195,7 +223,7 @@ def test_failed_job_is_reported_and_rerun_completes(slurm_runs, cluster):
     assert upstream <= set(failed.submitted().values())
     assert rerun.proc.returncode == 0, rerun.output[-4000:]
     assert not upstream & set(rerun.submitted().values())
-    assert "generate_shard" in rerun.submitted().values()
+    assert "generate_shard_responses" in rerun.submitted().values()
     assert (work / "results/stability/tables/main_table.md").exists()
     dry = subprocess.run(snakemake_cmd(work, "-n"), env=cluster, capture_output=True, text=True, timeout=300)
     assert "Nothing to be done" in dry.stdout + dry.stderr
@@ -241,13 +269,13 @@ def test_gpu_jobs_get_one_gpu_each_and_distinct_devices(slurm_runs, cluster):
 
     overlapping = 0
     for i, a in enumerate(claims):
-        for b in claims[i + 1:]:
+        for b in claims[i + 1 :]:
             (s1, e1), (s2, e2) = span(a["slurm_job_id"]), span(b["slurm_job_id"])
             if s1 < e2 and s2 < e1:
                 overlapping += 1
                 assert a["device"] != b["device"], (a, b)
     assert overlapping >= 1, "no two GPU jobs ran at the same time"
-    log = (work / f"logs/generate/{MODEL}/tiny/shard-0.log").read_text()
+    log = (work / f"logs/generate_responses/{MODEL}/tiny/shard-0.log").read_text()
     assert f"via slurm (pool {claims[0]['device']}), SLURM job {claims[0]['slurm_job_id']}" in log
 
 
@@ -279,5 +307,6 @@ def test_teardown_leaves_no_daemon_running(cluster):
         time.sleep(0.2)
     assert [n for n, p in pids.items() if alive(p)] == []
     assert slurmstepd_pids() == []
-    assert not os.path.lexists("/etc/slurm/slurm.conf") or \
-        os.readlink("/etc/slurm/slurm.conf") != str(CLUSTER_DIR / "etc" / "slurm.conf")
+    assert not os.path.lexists("/etc/slurm/slurm.conf") or os.readlink("/etc/slurm/slurm.conf") != str(
+        CLUSTER_DIR / "etc" / "slurm.conf"
+    )

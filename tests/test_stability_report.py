@@ -1,4 +1,4 @@
-"""Tests of shiftwork.reports.stability: cell formatting, Markdown/LaTeX writers, files, figures."""
+"""Tests of shiftwork.stability.report: cell formatting, Markdown/LaTeX writers, files, figures."""
 
 from __future__ import annotations
 
@@ -8,20 +8,22 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from shiftwork import stats
-from shiftwork.reports import stability as rep
-from shiftwork.stats import AXES
+from shiftwork.stability import report as rep
+from shiftwork.stability import stats
+from shiftwork.stability.stats import AXES
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
 def make_total() -> pd.DataFrame:
-    return pd.DataFrame({
-        "model": ["model_a", "model_b"],
-        **{a: [0.1 * (i + 1), 0.05 * (i + 1)] for i, a in enumerate(AXES)},
-        "flip_rate": [0.5, 0.25],
-        "n_prompts": [10, 10],
-    })
+    return pd.DataFrame(
+        {
+            "model": ["model_a", "model_b"],
+            **{a: [0.1 * (i + 1), 0.05 * (i + 1)] for i, a in enumerate(AXES)},
+            "flip_rate": [0.5, 0.25],
+            "n_prompts": [10, 10],
+        }
+    )
 
 
 def make_tests(total: pd.DataFrame, by: list[str], ps: dict[tuple, float], eps: float = 0.05) -> pd.DataFrame:
@@ -33,15 +35,33 @@ def make_tests(total: pd.DataFrame, by: list[str], ps: dict[tuple, float], eps: 
         for a in AXES:
             for e in (eps, 0.1):
                 p = ps.get((*key, a), 0.5) if e == eps else 0.5
-                rows.append({**dict(zip(by, key)), "axis": a, "eps": e, "mean": r[a], "t": 1.0,
-                             "p": p, "n": 10, "marker": stats.significance_marker(p)})
+                rows.append(
+                    {
+                        **dict(zip(by, key)),
+                        "axis": a,
+                        "eps": e,
+                        "mean": r[a],
+                        "t": 1.0,
+                        "p": p,
+                        "n": 10,
+                        "marker": stats.significance_marker(p),
+                    }
+                )
     return pd.DataFrame(rows)
 
 
 def test_main_table_cells_have_value_and_marker():
     total = make_total()
-    tests = make_tests(total, ["model"], {("model_a", "Act"): 0.004, ("model_a", "BLEU"): 0.0004,
-                                          ("model_b", "Act"): 0.03, ("model_b", "MR"): float("nan")})
+    tests = make_tests(
+        total,
+        ["model"],
+        {
+            ("model_a", "Act"): 0.004,
+            ("model_a", "BLEU"): 0.0004,
+            ("model_b", "Act"): 0.03,
+            ("model_b", "MR"): float("nan"),
+        },
+    )
     table = rep.main_table(total, tests, eps=0.05)
     assert list(table.columns) == ["model", *AXES, "n_prompts"]
     a = table.set_index("model").loc["model_a"]
@@ -59,8 +79,9 @@ def test_main_table_cells_have_value_and_marker():
 
 
 def test_dataset_table_rows_per_model_and_dataset():
-    per = pd.DataFrame({"model": ["m", "m"], "dataset": ["d1", "d2"],
-                        **{a: [0.123456, 0.5] for a in AXES}, "n_prompts": [3, 1]})
+    per = pd.DataFrame(
+        {"model": ["m", "m"], "dataset": ["d1", "d2"], **{a: [0.123456, 0.5] for a in AXES}, "n_prompts": [3, 1]}
+    )
     tests = make_tests(per, ["model", "dataset"], {("m", "d1", "Ent"): 0.02})
     table = rep.dataset_table(per, tests, eps=0.05)
     assert list(table.columns[:2]) == ["model", "dataset"]
@@ -70,12 +91,7 @@ def test_dataset_table_rows_per_model_and_dataset():
 
 def test_to_markdown_exact():
     df = pd.DataFrame({"a": ["x", "y|z"], "b": [1.5, 2.0]})
-    assert rep.to_markdown(df) == (
-        "| a | b |\n"
-        "| --- | --- |\n"
-        "| x | 1.500 |\n"
-        "| y\\|z | 2.000 |\n"
-    )
+    assert rep.to_markdown(df) == ("| a | b |\n| --- | --- |\n| x | 1.500 |\n| y\\|z | 2.000 |\n")
 
 
 def test_to_latex_booktabs_and_escaping():
@@ -95,12 +111,28 @@ def test_to_latex_booktabs_and_escaping():
 
 
 def test_write_tables_creates_six_files_atomically(tmp_path):
-    deltas = pd.DataFrame([
-        {"model": "m_1", "dataset": d, "prompt_id": p, "variant_id": v, "family": f, "kind": "k",
-         "position": "prefix", "strength": 0.5, **{a: x for a in AXES}, "flipped": x > 0}
-        for d, p, xs in (("d1", "p1", (0.0, 0.3, 0.4)), ("d1", "p2", (0.0, 0.6, 0.8)), ("d2", "p3", (0.0, 0.1, 0.2)))
-        for (v, f), x in zip((("v0", "baseline"), ("v1", "register"), ("v2", "noise")), xs)
-    ])
+    deltas = pd.DataFrame(
+        [
+            {
+                "model": "m_1",
+                "dataset": d,
+                "prompt_id": p,
+                "variant_id": v,
+                "family": f,
+                "kind": "k",
+                "position": "prefix",
+                "strength": 0.5,
+                **{a: x for a in AXES},
+                "flipped": x > 0,
+            }
+            for d, p, xs in (
+                ("d1", "p1", (0.0, 0.3, 0.4)),
+                ("d1", "p2", (0.0, 0.6, 0.8)),
+                ("d2", "p3", (0.0, 0.1, 0.2)),
+            )
+            for (v, f), x in zip((("v0", "baseline"), ("v1", "register"), ("v2", "noise")), xs)
+        ]
+    )
     pp = stats.prompt_instability(stats.normalise(deltas, {a: 1.0 for a in AXES}))
     total, per = stats.total_sgs(pp), stats.dataset_sgs(pp)
     t_total = stats.ttests(pp, [0.05], by=["model"])
@@ -125,11 +157,25 @@ def test_write_tables_creates_six_files_atomically(tmp_path):
 def _breakdown() -> pd.DataFrame:
     rows = []
     for model, scale in (("m1", 1.0), ("m2", 2.0)):
-        for family, kind, strength, r in (("register", "formal", 0.3, 0.1), ("register", "formal", 0.6, 0.2),
-                                          ("noise", "typo", 0.05, 0.15), ("structural", "reorder", 1.0, 0.05)):
+        for family, kind, strength, r in (
+            ("register", "formal", 0.3, 0.1),
+            ("register", "formal", 0.6, 0.2),
+            ("noise", "typo", 0.05, 0.15),
+            ("structural", "reorder", 1.0, 0.05),
+        ):
             for a in AXES:
-                rows.append({"model": model, "family": family, "kind": kind, "position": "prefix",
-                             "strength": strength, "axis": a, "rms": r * scale, "n": 4})
+                rows.append(
+                    {
+                        "model": model,
+                        "family": family,
+                        "kind": kind,
+                        "position": "prefix",
+                        "strength": strength,
+                        "axis": a,
+                        "rms": r * scale,
+                        "n": 4,
+                    }
+                )
     return pd.DataFrame(rows)
 
 

@@ -1,4 +1,4 @@
-"""Tests of shiftwork.stats on a tiny deltas table whose numbers are worked out by hand.
+"""Tests of shiftwork.stability.stats on a tiny deltas table whose numbers are worked out by hand.
 
 The table (model m1): dataset dA has prompts p1 and p2, dataset dB has prompt p3. Each prompt
 has one baseline row (all zero, flipped False) and two variants. On the normalised scale the
@@ -24,8 +24,8 @@ import pandas as pd
 import pytest
 from scipy import stats as sps
 
-from shiftwork import stats
-from shiftwork.stats import AXES, DEFAULT_R
+from shiftwork.stability import stats
+from shiftwork.stability.stats import AXES, DEFAULT_R
 
 S125 = math.sqrt(0.125)  # RMS of p1: 0.35355...
 S5 = math.sqrt(0.5)  # RMS of p2: 0.70710...
@@ -34,40 +34,60 @@ F = {"Act": 1.0, "BLEU": 0.5, "BERT": 0.1, "Prob": -1.0, "Ent": 2.0, "MR": 0.2}
 # Raw deltas written out (normalised value x F x R), one tuple per axis in AXES order.
 RAW = {
     # (prompt, variant): (Act, BLEU, BERT, Prob, Ent, MR)
-    ("p1", "v1"): (0.6, 15.0, 0.03, -75.0, 6.0, 0.06),      # base 0.3
-    ("p1", "v2"): (0.8, 20.0, 0.04, -100.0, 8.0, 0.08),     # base 0.4
-    ("p2", "v1"): (1.2, 30.0, 0.06, -150.0, 12.0, 0.12),    # base 0.6
-    ("p2", "v2"): (1.6, 40.0, 0.08, -200.0, 16.0, 0.16),    # base 0.8
-    ("p3", "v1"): (0.2, 5.0, 0.01, -25.0, 2.0, 0.02),       # base 0.1
-    ("p3", "v2"): (-0.2, -5.0, -0.01, 25.0, -2.0, -0.02),   # base -0.1
+    ("p1", "v1"): (0.6, 15.0, 0.03, -75.0, 6.0, 0.06),  # base 0.3
+    ("p1", "v2"): (0.8, 20.0, 0.04, -100.0, 8.0, 0.08),  # base 0.4
+    ("p2", "v1"): (1.2, 30.0, 0.06, -150.0, 12.0, 0.12),  # base 0.6
+    ("p2", "v2"): (1.6, 40.0, 0.08, -200.0, 16.0, 0.16),  # base 0.8
+    ("p3", "v1"): (0.2, 5.0, 0.01, -25.0, 2.0, 0.02),  # base 0.1
+    ("p3", "v2"): (-0.2, -5.0, -0.01, 25.0, -2.0, -0.02),  # base -0.1
 }
 DATASET = {"p1": "dA", "p2": "dA", "p3": "dB"}
 # v1 is a register variant (strength 0.5 for p1 and p2, 1.0 for p3), v2 a noise variant
 # without a position; v1 flips on p1 and p2, v2 flips on p2 only.
-FLIPPED = {("p1", "v1"): True, ("p1", "v2"): False, ("p2", "v1"): True, ("p2", "v2"): True,
-           ("p3", "v1"): False, ("p3", "v2"): False}
+FLIPPED = {
+    ("p1", "v1"): True,
+    ("p1", "v2"): False,
+    ("p2", "v1"): True,
+    ("p2", "v2"): True,
+    ("p3", "v1"): False,
+    ("p3", "v2"): False,
+}
 STRENGTH = {"p1": 0.5, "p2": 0.5, "p3": 1.0}
 
 
 def make_deltas(baseline_values: float = 0.0) -> pd.DataFrame:
     rows = []
     for prompt in ("p1", "p2", "p3"):
-        rows.append({
-            "model": "m1", "dataset": DATASET[prompt], "prompt_id": prompt, "variant_id": "v0",
-            "family": "baseline", "kind": "none", "position": None, "strength": 0.0,
-            **{a: baseline_values for a in AXES}, "flipped": False,
-        })
+        rows.append(
+            {
+                "model": "m1",
+                "dataset": DATASET[prompt],
+                "prompt_id": prompt,
+                "variant_id": "v0",
+                "family": "baseline",
+                "kind": "none",
+                "position": None,
+                "strength": 0.0,
+                **{a: baseline_values for a in AXES},
+                "flipped": False,
+            }
+        )
         for variant in ("v1", "v2"):
             register = variant == "v1"
-            rows.append({
-                "model": "m1", "dataset": DATASET[prompt], "prompt_id": prompt, "variant_id": variant,
-                "family": "register" if register else "noise",
-                "kind": "formal" if register else "typo",
-                "position": "prefix" if register else None,
-                "strength": STRENGTH[prompt] if register else 0.05,
-                **dict(zip(AXES, RAW[(prompt, variant)])),
-                "flipped": FLIPPED[(prompt, variant)],
-            })
+            rows.append(
+                {
+                    "model": "m1",
+                    "dataset": DATASET[prompt],
+                    "prompt_id": prompt,
+                    "variant_id": variant,
+                    "family": "register" if register else "noise",
+                    "kind": "formal" if register else "typo",
+                    "position": "prefix" if register else None,
+                    "strength": STRENGTH[prompt] if register else 0.05,
+                    **dict(zip(AXES, RAW[(prompt, variant)])),
+                    "flipped": FLIPPED[(prompt, variant)],
+                }
+            )
     m1 = pd.DataFrame(rows)
     m2 = m1.copy()
     m2["model"] = "m2"
@@ -213,8 +233,16 @@ def test_flip_rates(per_prompt):
 
 @pytest.mark.parametrize(
     "p, expected",
-    [(0.0009, "***"), (0.001, "**"), (0.0099, "**"), (0.01, "*"), (0.0499, "*"), (0.05, ""),
-     (0.5, ""), (float("nan"), "")],
+    [
+        (0.0009, "***"),
+        (0.001, "**"),
+        (0.0099, "**"),
+        (0.01, "*"),
+        (0.0499, "*"),
+        (0.05, ""),
+        (0.5, ""),
+        (float("nan"), ""),
+    ],
 )
 def test_significance_marker_thresholds(p, expected):
     assert stats.significance_marker(p) == expected
@@ -260,8 +288,9 @@ def test_ttests_by_dataset_gives_nan_for_a_single_prompt(per_prompt):
 
 
 def test_ttests_zero_variance_gives_nan():
-    pp = pd.DataFrame({"model": ["m"] * 3, "dataset": ["d"] * 3, "prompt_id": ["a", "b", "c"],
-                       **{a: [0.2, 0.2, 0.2] for a in AXES}})
+    pp = pd.DataFrame(
+        {"model": ["m"] * 3, "dataset": ["d"] * 3, "prompt_id": ["a", "b", "c"], **{a: [0.2, 0.2, 0.2] for a in AXES}}
+    )
     tests = stats.ttests(pp, 0.05, by=["model"])
     assert tests["t"].isna().all() and tests["p"].isna().all()
     assert set(tests["marker"]) == {""}

@@ -1,7 +1,13 @@
 import pandas as pd
 
-from shiftwork.variants.structural import (
-    clean_rewrite, form_messages, length_messages, merge_cache, messages_as_plain, rewrite_requests, run_rewrites,
+from shiftwork.stability.variants.structural import (
+    clean_rewrite,
+    form_messages,
+    length_messages,
+    merge_cache,
+    messages_as_plain,
+    rewrite_requests,
+    run_rewrites,
 )
 
 
@@ -19,7 +25,10 @@ def test_instructions_carry_targets():
 
 def test_clean_rewrite():
     assert clean_rewrite('Rewritten text: "Tell me why the sky is blue."') == "Tell me why the sky is blue."
-    assert clean_rewrite("Here is the shorter version:\nWhy is the sky blue?\n\nI hope this helps!") == "Why is the sky blue?"
+    assert (
+        clean_rewrite("Here is the shorter version:\nWhy is the sky blue?\n\nI hope this helps!")
+        == "Why is the sky blue?"
+    )
     assert clean_rewrite("  Name the   largest planet.  ") == "Name the largest planet."
     assert clean_rewrite("") == ""
 

@@ -2,7 +2,15 @@ import pandas as pd
 import pytest
 
 from shiftwork.provenance import digest, make_provenance
-from shiftwork.tables import TableError, TableWriter, read_cache, read_provenance, read_table, table_problem, write_table
+from shiftwork.tables import (
+    TableError,
+    TableWriter,
+    read_cache,
+    read_provenance,
+    read_table,
+    table_problem,
+    write_table,
+)
 
 
 def test_write_read_with_provenance(tmp_path):
@@ -37,10 +45,9 @@ def test_streaming_writer_commits_or_leaves_nothing(tmp_path):
         w.write(pd.DataFrame({"i": [3]}))
     assert read_table(target)["i"].tolist() == [1, 2, 3]
     failed = tmp_path / "f.parquet"
-    with pytest.raises(RuntimeError):
-        with TableWriter(failed) as w:
-            w.write(pd.DataFrame({"i": [1]}))
-            raise RuntimeError("killed mid-way")
+    with pytest.raises(RuntimeError), TableWriter(failed) as w:
+        w.write(pd.DataFrame({"i": [1]}))
+        raise RuntimeError("killed mid-way")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["s.parquet"]
 
 

@@ -1,4 +1,4 @@
-"""Tests of shiftwork.trajectory.analysis and shiftwork.reports.trajectory.
+"""Tests of shiftwork.trajectory.analysis and shiftwork.trajectory.report.
 
 The tables are hand-made so that the answers are known: OOD columns are an affine function of
 the ID column plus residual components that are orthogonal to ``[1, id]``, so the partial
@@ -15,8 +15,8 @@ import pingouin as pg
 import pytest
 from scipy import stats as sps
 
-from shiftwork.reports import trajectory as rep
 from shiftwork.trajectory import analysis as ana
+from shiftwork.trajectory import report as rep
 from shiftwork.trajectory.analysis import AnalysisError
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -33,19 +33,30 @@ def to_scores(table: pd.DataFrame, id_col: str, model: str = "m1", run: str = "r
     rows = []
     for step, values in table.iterrows():
         for testset, acc in values.items():
-            rows.append({"model": model, "run": run, "step": int(step), "testset": testset,
-                         "accuracy": float(acc), "role": "id" if testset == id_col else "ood"})
+            rows.append(
+                {
+                    "model": model,
+                    "run": run,
+                    "step": int(step),
+                    "testset": testset,
+                    "accuracy": float(acc),
+                    "role": "id" if testset == id_col else "ood",
+                }
+            )
     return pd.DataFrame(rows)
 
 
 def known_table() -> pd.DataFrame:
     """8 checkpoints; residuals of a and b on [1, id] are 0.005*QUAD8 and 0.005*(QUAD8 + CUBIC8),
     so their correlation is |QUAD| / sqrt(|QUAD|^2 + |CUBIC|^2) = sqrt(168 / 432) = sqrt(7 / 18)."""
-    return pd.DataFrame({
-        "id": ID8,
-        "a": 0.2 + 0.5 * ID8 + 0.005 * QUAD8,
-        "b": 0.3 + 0.4 * ID8 + 0.005 * (QUAD8 + CUBIC8),
-    }, index=pd.Index(np.arange(8) * 100, name="step"))
+    return pd.DataFrame(
+        {
+            "id": ID8,
+            "a": 0.2 + 0.5 * ID8 + 0.005 * QUAD8,
+            "b": 0.3 + 0.4 * ID8 + 0.005 * (QUAD8 + CUBIC8),
+        },
+        index=pd.Index(np.arange(8) * 100, name="step"),
+    )
 
 
 # --------------------------------------------------------------------------- 1. partial correlation
@@ -124,8 +135,10 @@ NOISE_B = np.array([-0.005, 0.002, 0.006, -0.003, -0.007, 0.004, -0.002, 0.005, 
 
 def quadratic_table() -> pd.DataFrame:
     curve = 1.5 * (ID12 - 0.5) ** 2  # 0 ... 0.135
-    return pd.DataFrame({"id": ID12, "a": 0.30 + curve + NOISE_A, "b": 0.35 + curve + NOISE_B},
-                        index=pd.Index(np.arange(12) * 50, name="step"))
+    return pd.DataFrame(
+        {"id": ID12, "a": 0.30 + curve + NOISE_A, "b": 0.35 + curve + NOISE_B},
+        index=pd.Index(np.arange(12) * 50, name="step"),
+    )
 
 
 def test_nonlinear_control_removes_a_quadratic_id_effect():
@@ -202,13 +215,16 @@ def sign_table(flip: float) -> pd.DataFrame:
     x = np.linspace(0.3, 0.75, 10)
     u = _orthonormal_residual_components(x, 5)
     s = 0.05
-    return pd.DataFrame({
-        "id": x,
-        "A": 0.20 + 0.5 * x + s * (u[:, 0] + 0.3 * u[:, 1]),
-        "B": 0.25 + 0.4 * x + s * (flip * u[:, 0] + 0.3 * u[:, 2]),
-        "C": 0.30 + 0.3 * x + s * (-u[:, 0] + 0.5 * u[:, 3]),
-        "D": 0.35 + 0.2 * x + s * (u[:, 4] + 0.25 * u[:, 0]),
-    }, index=pd.Index(np.arange(10) * 10, name="step"))
+    return pd.DataFrame(
+        {
+            "id": x,
+            "A": 0.20 + 0.5 * x + s * (u[:, 0] + 0.3 * u[:, 1]),
+            "B": 0.25 + 0.4 * x + s * (flip * u[:, 0] + 0.3 * u[:, 2]),
+            "C": 0.30 + 0.3 * x + s * (-u[:, 0] + 0.5 * u[:, 3]),
+            "D": 0.35 + 0.2 * x + s * (u[:, 4] + 0.25 * u[:, 0]),
+        },
+        index=pd.Index(np.arange(10) * 10, name="step"),
+    )
 
 
 def test_holm_and_bh_follow_pingouin_multicomp_per_run_and_sign_classes():
@@ -220,10 +236,20 @@ def test_holm_and_bh_follow_pingouin_multicomp_per_run_and_sign_classes():
 
     for run, table in (("r1", t1), ("r2", t2)):
         part = pairs[pairs["run"] == run].reset_index(drop=True)
-        assert list(zip(part["ood_a"], part["ood_b"])) == [("A", "B"), ("A", "C"), ("A", "D"),
-                                                             ("B", "C"), ("B", "D"), ("C", "D")]
-        p = np.array([float(pg.partial_corr(data=table, x=a, y=b, covar="id")["p_val"].iloc[0])
-                      for a, b in zip(part["ood_a"], part["ood_b"])])
+        assert list(zip(part["ood_a"], part["ood_b"])) == [
+            ("A", "B"),
+            ("A", "C"),
+            ("A", "D"),
+            ("B", "C"),
+            ("B", "D"),
+            ("C", "D"),
+        ]
+        p = np.array(
+            [
+                float(pg.partial_corr(data=table, x=a, y=b, covar="id")["p_val"].iloc[0])
+                for a, b in zip(part["ood_a"], part["ood_b"])
+            ]
+        )
         np.testing.assert_allclose(part["p_partial"].to_numpy(), p, rtol=1e-12, atol=1e-15)
         np.testing.assert_allclose(part["p_partial_holm"].to_numpy(), pg.multicomp(p, method="holm")[1], rtol=1e-12)
         np.testing.assert_allclose(part["p_partial_bh"].to_numpy(), pg.multicomp(p, method="fdr_bh")[1], rtol=1e-12)
@@ -266,8 +292,17 @@ def test_degenerate_columns_give_nan_and_null_instead_of_crashing():
     pairs = ana.pair_table(to_scores(table, "id")).set_index(["ood_a", "ood_b"])
     for pair in [("A", "K"), ("K", "L")]:
         row = pairs.loc[pair]
-        for col in ("r_raw", "p_raw", "r_partial", "p_partial", "ci95_low", "r_partial_spearman", "r_nonlinear",
-                    "p_partial_holm", "p_partial_bh"):
+        for col in (
+            "r_raw",
+            "p_raw",
+            "r_partial",
+            "p_partial",
+            "ci95_low",
+            "r_partial_spearman",
+            "r_nonlinear",
+            "p_partial_holm",
+            "p_partial_bh",
+        ):
             assert math.isnan(row[col]), (pair, col)
         assert row["sign"] == "null"
     row = pairs.loc[("A", "L")]
@@ -332,11 +367,13 @@ def test_invalid_rows_are_named():
 
 
 def test_summary_shares_per_model():
-    pairs = pd.DataFrame({
-        "model": ["m1", "m1", "m1", "m1", "m2", "m2", "m0"],
-        "run": ["a", "a", "b", "b", "c", "c", "d"],
-        "sign": ["positive", "positive", "negative", "null", "null", "null", "negative"],
-    })
+    pairs = pd.DataFrame(
+        {
+            "model": ["m1", "m1", "m1", "m1", "m2", "m2", "m0"],
+            "run": ["a", "a", "b", "b", "c", "c", "d"],
+            "sign": ["positive", "positive", "negative", "null", "null", "null", "negative"],
+        }
+    )
     out = ana.summary(pairs)
     assert list(out.columns) == list(ana.SUMMARY_COLUMNS)
     assert out["model"].tolist() == ["m0", "m1", "m2"]
@@ -357,8 +394,9 @@ def test_summary_rejects_unknown_signs_and_handles_empty():
 
 
 def figure_scores() -> pd.DataFrame:
-    return pd.concat([to_scores(sign_table(1.0), "id", "m1", "r1"), to_scores(sign_table(-1.0), "id", "m2", "r2")],
-                     ignore_index=True)
+    return pd.concat(
+        [to_scores(sign_table(1.0), "id", "m1", "r1"), to_scores(sign_table(-1.0), "id", "m2", "r2")], ignore_index=True
+    )
 
 
 def test_partial_matrix_is_symmetric_with_blank_diagonal():

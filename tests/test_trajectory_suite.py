@@ -178,8 +178,9 @@ def test_clean_sources_avoid_id_rows_with_tiny_vocabulary(monkeypatch: pytest.Mo
     # switched off, each noise row *is* its clean source, so overlap with ID rows becomes visible.
     import shiftwork.trajectory.suite as suite_module
 
-    tiny = suite_module.Lexicon(("teacher", "farmer", "doctor"), ("helped", "paid"), ("at the market",),
-                                ("tall",), "someone")
+    tiny = suite_module.Lexicon(
+        ("teacher", "farmer", "doctor"), ("helped", "paid"), ("at the market",), ("tall",), "someone"
+    )
     monkeypatch.setattr(suite_module, "ID_LEXICON", tiny)
     monkeypatch.setattr(suite_module, "add_noise", lambda text, rng, n_typos, casing_rate=0.15: text)
     df = generate_suite(n_train=30, n_test=20, seed=0, ood_sets=["noise"])
@@ -206,14 +207,17 @@ def test_unseen_topic_vocabulary_disjoint_from_id(suite: pd.DataFrame) -> None:
     assert unseen_words & UNSEEN_NOUNS
 
 
-@pytest.mark.parametrize("kwargs, name", [
-    ({"n_train": 1}, "n_train"),
-    ({"n_test": 0}, "n_test"),
-    ({"n_train": 2.5}, "n_train"),
-    ({"ood_sets": ["negation", "adversarial"]}, "ood_sets"),
-    ({"ood_sets": ["noise", "noise"]}, "ood_sets"),
-    ({"ood_sets": "noise"}, "ood_sets"),
-])
+@pytest.mark.parametrize(
+    "kwargs, name",
+    [
+        ({"n_train": 1}, "n_train"),
+        ({"n_test": 0}, "n_test"),
+        ({"n_train": 2.5}, "n_train"),
+        ({"ood_sets": ["negation", "adversarial"]}, "ood_sets"),
+        ({"ood_sets": ["noise", "noise"]}, "ood_sets"),
+        ({"ood_sets": "noise"}, "ood_sets"),
+    ],
+)
 def test_bad_arguments_raise(kwargs: dict, name: str) -> None:
     args = {"n_train": 10, "n_test": 4, "seed": 0, **kwargs}
     with pytest.raises(ValueError, match=name):

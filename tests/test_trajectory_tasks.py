@@ -5,8 +5,8 @@ import pandas as pd
 import pytest
 
 from shiftwork.config import ConfigError, check_config
-from shiftwork.prompt_sets import DatasetError
-from shiftwork.trajectory.evaluate import CheckpointError, load_checkpoint
+from shiftwork.data import DatasetError
+from shiftwork.models.checkpoints import CheckpointError, load_checkpoint
 from shiftwork.trajectory.schedule import checkpoint_steps
 from shiftwork.trajectory.tasks import PATTERN, build_suite, load_set, map_labels, render, verbaliser_ids
 
@@ -31,8 +31,11 @@ def test_load_set_from_file_drops_and_samples(tmp_path):
     rows = [{"s1": f"P{i}.", "s2": f"H{i}.", "y": y} for i, y in enumerate([1, 0, -1, 1, 0, 1])]
     path = tmp_path / "w.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    spec = {"source": {"kind": "file", "path": str(path)}, "fields": {"premise": "s1", "hypothesis": "s2", "label": "y"},
-            "labels": {"1": "entailment", "0": "not_entailment", "-1": "drop"}}
+    spec = {
+        "source": {"kind": "file", "path": str(path)},
+        "fields": {"premise": "s1", "hypothesis": "s2", "label": "y"},
+        "labels": {"1": "entailment", "0": "not_entailment", "-1": "drop"},
+    }
     df = load_set("wnli", spec, "test", "wnli")
     assert len(df) == 5 and "P2." not in df["premise"].tolist()
     assert df["label"].tolist() == ["entailment", "not_entailment", "entailment", "not_entailment", "entailment"]
@@ -90,7 +93,9 @@ def test_verbalisers_are_single_tokens(prepared_smollm):
 
     tok = AutoTokenizer.from_pretrained(prepared_smollm)
     ids = verbaliser_ids(tok)
-    assert ids == {"entailment": tok(" Yes", add_special_tokens=False).input_ids[0],
-                   "not_entailment": tok(" No", add_special_tokens=False).input_ids[0]}
+    assert ids == {
+        "entailment": tok(" Yes", add_special_tokens=False).input_ids[0],
+        "not_entailment": tok(" No", add_special_tokens=False).input_ids[0],
+    }
     with pytest.raises(ValueError, match="tokens; choose a single-token word"):
         verbaliser_ids(tok, {"entailment": " Absolutely-indeed", "not_entailment": " No"})

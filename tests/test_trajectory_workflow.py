@@ -7,9 +7,9 @@ import numpy as np
 import pandas as pd
 import pytest
 import yaml
+from test_workflow import ROOT, snakemake
 
 from shiftwork.models.prepare import prepared_dir
-from test_workflow import ROOT, snakemake
 
 MODEL = "smollm2-135m-instruct"
 
@@ -22,12 +22,21 @@ def tiny_trajectory_config() -> dict:
     }
     cfg["trajectory"]["runs"] = {
         "tiny-lora": {
-            "model": "smollm2-135m-instruct", "suite": "tiny-nli", "seed": 0,
-            "finetune": {"method": "lora", "n_train": 16, "steps": 6, "checkpoint_every": 2, "learning_rate": 0.001,
-                         "batch_size": 4, "lora": {"r": 4, "alpha": 8, "dropout": 0.0, "target_modules": ["q_proj", "v_proj"]}},
+            "model": "smollm2-135m-instruct",
+            "suite": "tiny-nli",
+            "seed": 0,
+            "finetune": {
+                "method": "lora",
+                "n_train": 16,
+                "steps": 6,
+                "checkpoint_every": 2,
+                "learning_rate": 0.001,
+                "batch_size": 4,
+                "lora": {"r": 4, "alpha": 8, "dropout": 0.0, "target_modules": ["q_proj", "v_proj"]},
+            },
         }
     }
-    for name, spec in cfg["datasets"].items():
+    for spec in cfg["datasets"].values():
         spec["source"]["path"] = str(ROOT / spec["source"]["path"])
     return cfg
 
@@ -72,7 +81,8 @@ def test_scores_and_partial_correlations(traj_dir):
 
 @pytest.mark.workflow
 def test_checkpoint_zero_is_the_base_model(traj_dir):
-    from shiftwork.trajectory.evaluate import load_checkpoint, predict
+    from shiftwork.models.checkpoints import load_checkpoint
+    from shiftwork.trajectory.evaluate import predict
 
     res = traj_dir / "results" / "trajectory"
     preds = pd.read_parquet(res / "eval" / "tiny-lora" / "step-0.parquet")
@@ -82,5 +92,5 @@ def test_checkpoint_zero_is_the_base_model(traj_dir):
     model, tok, device = load_checkpoint(str(base_dir), {"path": str(base_dir)})
     base = predict(model, tok, device, tests)
     assert np.allclose(base["margin"].to_numpy(), preds["margin"].to_numpy(), atol=1e-4)
-    log = (traj_dir / "logs" / "finetune" / "tiny-lora.log").read_text()
+    log = (traj_dir / "logs" / "finetune_model" / "tiny-lora.log").read_text()
     assert "checkpoints at steps [0, 2, 4, 6]" in log

@@ -2,24 +2,30 @@ import hashlib
 
 import pandas as pd
 
+from shiftwork.stability.variants.build import build_variants
+from shiftwork.stability.variants.register import apply_register
 from shiftwork.tables import write_table
-from shiftwork.variants.build import build_variants
-from shiftwork.variants.register import apply_register
 
-PROMPTS = pd.DataFrame({
-    "dataset": ["toy", "toy"],
-    "prompt_id": ["t1", "t2"],
-    "prompt": ["What is the boiling point of water at sea level?", "List three uses of copper."],
-})
+PROMPTS = pd.DataFrame(
+    {
+        "dataset": ["toy", "toy"],
+        "prompt_id": ["t1", "t2"],
+        "prompt": ["What is the boiling point of water at sea level?", "List three uses of copper."],
+    }
+)
 SETTINGS = {
     "register": {"enabled": True, "strengths": [-10, 4], "positions": ["prefix", "global"]},
     "noise": {"enabled": True, "positions": ["suffix"], "spacing": [2, 5], "punctuation": [3], "casing": [0.5]},
     "structural": {"enabled": True, "lengths": [2], "form": True},
 }
-REWRITES = pd.DataFrame({
-    "prompt_id": ["t1", "t1"], "kind": ["length", "form"], "strength": [2.0, 1.0],
-    "rewrite": ["Long version of t1.", "Tell me the boiling point of water at sea level."],
-})
+REWRITES = pd.DataFrame(
+    {
+        "prompt_id": ["t1", "t1"],
+        "kind": ["length", "form"],
+        "strength": [2.0, 1.0],
+        "rewrite": ["Long version of t1.", "Tell me the boiling point of water at sea level."],
+    }
+)
 
 
 def test_counts_and_columns():
@@ -31,7 +37,9 @@ def test_counts_and_columns():
     assert list(t.columns[:3]) == ["dataset", "prompt_id", "variant_id"]
     base = t[t["family"] == "baseline"]
     assert (base["text"] == base["original"]).all() and (base["strength"] == 0).all()
-    reg = t[(t["prompt_id"] == "t2") & (t["family"] == "register") & (t["strength"] == -10) & (t["position"] == "global")]
+    reg = t[
+        (t["prompt_id"] == "t2") & (t["family"] == "register") & (t["strength"] == -10) & (t["position"] == "global")
+    ]
     assert reg["text"].item() == apply_register("List three uses of copper.", -10, "global")
     spacing5 = t[(t["prompt_id"] == "t1") & (t["kind"] == "spacing") & (t["strength"] == 5)]["text"].item()
     assert spacing5.count(" ") == PROMPTS["prompt"][0].count(" ") + 5

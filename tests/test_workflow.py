@@ -26,14 +26,22 @@ def tiny_config(data: Path) -> dict:
     cfg = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
     cfg["models"] = {"smollm2-135m-instruct": cfg["models"]["smollm2-135m-instruct"]}
     cfg.pop("organisms", None)  # its model is not in this trimmed registry
-    cfg["datasets"] = {"tiny": {"source": {"kind": "file", "path": str(data)}, "fields": {"prompt": "prompt", "id": "id"}, "n": 3}}
+    cfg["datasets"] = {
+        "tiny": {"source": {"kind": "file", "path": str(data)}, "fields": {"prompt": "prompt", "id": "id"}, "n": 3}
+    }
     st = cfg["stability"]
     st["models"] = ["smollm2-135m-instruct"]
     st["datasets"] = ["tiny"]
     st["variants"] = {
         "register": {"enabled": True, "strengths": [-10, 10], "positions": ["prefix"]},
         "noise": {"enabled": True, "positions": ["suffix"], "spacing": [3], "punctuation": [], "casing": []},
-        "structural": {"enabled": True, "rewriter": "smollm2-135m-instruct", "lengths": [2], "form": True, "max_new_tokens": 32},
+        "structural": {
+            "enabled": True,
+            "rewriter": "smollm2-135m-instruct",
+            "lengths": [2],
+            "form": True,
+            "max_new_tokens": 32,
+        },
     }
     st["generation"] = {"max_new_tokens": 12}
     st["statistics"] = {"eps": [0.01, 0.05, 0.1], "primary_eps": 0.05}
@@ -41,8 +49,20 @@ def tiny_config(data: Path) -> dict:
 
 
 def snakemake_cmd(workdir: Path, *args: str) -> list[str]:
-    return [sys.executable, "-m", "snakemake", "--snakefile", str(ROOT / "Snakefile"), "--directory", str(workdir),
-           "--configfile", str(workdir / "config" / "config.yaml"), "--cores", "2", *args]
+    return [
+        sys.executable,
+        "-m",
+        "snakemake",
+        "--snakefile",
+        str(ROOT / "Snakefile"),
+        "--directory",
+        str(workdir),
+        "--configfile",
+        str(workdir / "config" / "config.yaml"),
+        "--cores",
+        "2",
+        *args,
+    ]
 
 
 ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
@@ -69,7 +89,9 @@ def run_dir(tmp_path_factory, prepared_smollm):
     (work / "config" / "config.yaml").write_text(yaml.safe_dump(tiny_config(data)))
     # reuse the session's prepared model (hard links: no copy of the weights)
     spec = tiny_config(data)["models"]["smollm2-135m-instruct"]
-    shutil.copytree(prepared_smollm, prepared_dir("smollm2-135m-instruct", spec, work / "results"), copy_function=os.link)
+    shutil.copytree(
+        prepared_smollm, prepared_dir("smollm2-135m-instruct", spec, work / "results"), copy_function=os.link
+    )
     proc = snakemake(work)
     assert proc.returncode == 0, proc.stderr[-4000:]
     return work
@@ -148,7 +170,7 @@ def test_bad_config_stops_before_any_job(tmp_path):
 def test_stability_values(run_dir):
     from scipy import stats as sps
 
-    from shiftwork.axes import AXES
+    from shiftwork.stability.axes import AXES
 
     res = run_dir / "results/stability"
     gens = pd.read_parquet(res / "generations/smollm2-135m-instruct/tiny.parquet")
@@ -216,10 +238,15 @@ def test_killed_generate_leaves_no_parquet_and_rerun_matches(run_dir):
     target = run_dir / "results/stability/generations/smollm2-135m-instruct/tiny.parquet"
     before = pd.read_parquet(target)
     target.unlink()
-    log = run_dir / "logs/generate/smollm2-135m-instruct/tiny.log"
+    log = run_dir / "logs/generate_responses/smollm2-135m-instruct/tiny.log"
     log.unlink(missing_ok=True)
-    proc = subprocess.Popen(snakemake_cmd(run_dir, str(target.relative_to(run_dir))), env=ENV,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    proc = subprocess.Popen(
+        snakemake_cmd(run_dir, str(target.relative_to(run_dir))),
+        env=ENV,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     # kill the job while its output is half written: the temporary sibling holds rows
     deadline = time.time() + 300
     writing = False
@@ -236,5 +263,7 @@ def test_killed_generate_leaves_no_parquet_and_rerun_matches(run_dir):
     assert rerun.returncode == 0, rerun.stderr[-3000:]
     after = pd.read_parquet(target)
     key = ["variant_id"]
-    pd.testing.assert_frame_equal(before.sort_values(key).reset_index(drop=True), after.sort_values(key).reset_index(drop=True))
+    pd.testing.assert_frame_equal(
+        before.sort_values(key).reset_index(drop=True), after.sort_values(key).reset_index(drop=True)
+    )
     assert not list(target.parent.glob(".*.tmp"))

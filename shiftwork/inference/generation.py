@@ -15,17 +15,17 @@ Models whose forward does not take position ids and a cache (e.g. a PEFT wrapper
 from __future__ import annotations
 
 import inspect
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Callable, Iterator, Sequence
 
 import numpy as np
 import torch
 
-from ..models.loading import LoadedModel
-from .batching import generation_row_bytes, longest_first, plan_batch_size
-from .formatting import adds_special_tokens, trim_response
-from .kvcache import new_cache
-from .prefix import Prefix, cache_argument, shared_prefix
+from shiftwork.inference.batching import generation_row_bytes, longest_first, plan_batch_size
+from shiftwork.inference.formatting import adds_special_tokens, trim_response
+from shiftwork.inference.kvcache import new_cache
+from shiftwork.inference.prefix import Prefix, cache_argument, shared_prefix
+from shiftwork.models.loading import LoadedModel
 
 
 @dataclass
@@ -70,8 +70,11 @@ def fast_path(model) -> bool:
     ids, a key/value cache and ``logits_to_keep``, with an attention kernel of :data:`MASKED_ATTENTION`."""
     params = inspect.signature(model.forward).parameters
     attention = getattr(model.config, "_attn_implementation", None) or "eager"
-    return (attention in MASKED_ATTENTION and {"position_ids", "logits_to_keep"} <= set(params)
-            and ("cache" in params or "past_key_values" in params))
+    return (
+        attention in MASKED_ATTENTION
+        and {"position_ids", "logits_to_keep"} <= set(params)
+        and ("cache" in params or "past_key_values" in params)
+    )
 
 
 def left_pad(tails: Sequence[Sequence[int]], prefix_len: int, pad_id: int, device) -> tuple[torch.Tensor, ...]:
@@ -130,8 +133,9 @@ def greedy_decode(
             live, token, mask, next_pos = live[keep], token[keep], mask[keep], next_pos[keep]
             cache.batch_select_indices(keep)
         mask = torch.cat([mask, mask.new_ones((len(live), 1))], dim=1)
-        logits = model(input_ids=token[:, None], attention_mask=mask, position_ids=next_pos, use_cache=True,
-                       **cache_kw).logits[:, -1]
+        logits = model(
+            input_ids=token[:, None], attention_mask=mask, position_ids=next_pos, use_cache=True, **cache_kw
+        ).logits[:, -1]
         next_pos = next_pos + 1
     return new.cpu()
 
@@ -152,16 +156,31 @@ def greedy_batch(
         return torch.full((len(rows), 0), pad_id, dtype=torch.long)
     ids, mask, positions = left_pad([r[p:] for r in rows], p, pad_id, device)
     cache = start_cache(model, prefix, len(rows), ids.shape[1] + max_new_tokens)
-    logits = model(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True,
-                   logits_to_keep=1, **{cache_argument(model): cache}).logits[:, -1]
+    logits = model(
+        input_ids=ids,
+        attention_mask=mask,
+        position_ids=positions,
+        use_cache=True,
+        logits_to_keep=1,
+        **{cache_argument(model): cache},
+    ).logits[:, -1]
     return greedy_decode(model, cache, logits, mask, positions[:, -1:] + 1, max_new_tokens, eos, pad_id)
 
 
 def _hf_generate(lm: LoadedModel, rows: Sequence[Sequence[int]], max_new_tokens: int, eos: set[int], pad_id: int):
     ids, mask, _ = left_pad(rows, 0, pad_id, lm.device)
-    out = lm.model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=max_new_tokens, do_sample=False,
-                            num_beams=1, pad_token_id=pad_id, eos_token_id=sorted(eos), temperature=None,
-                            top_p=None, top_k=None)
+    out = lm.model.generate(
+        input_ids=ids,
+        attention_mask=mask,
+        max_new_tokens=max_new_tokens,
+        do_sample=False,
+        num_beams=1,
+        pad_token_id=pad_id,
+        eos_token_id=sorted(eos),
+        temperature=None,
+        top_p=None,
+        top_k=None,
+    )
     new = out[:, ids.shape[1] :].cpu()
     if new.shape[1] < max_new_tokens:  # every row stopped early
         new = torch.cat([new, new.new_full((len(rows), max_new_tokens - new.shape[1]), pad_id)], dim=1)

@@ -11,12 +11,13 @@ works as for a ``DynamicLayer``. Sliding-window and other layer kinds are left a
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import torch
 from transformers.cache_utils import DynamicCache, DynamicLayer, DynamicSlidingWindowLayer
 
-from .batching import model_dims
+from shiftwork.inference.batching import model_dims
 
 
 class GrowingLayer(DynamicLayer):
@@ -124,8 +125,10 @@ class StoredLayer(GrowingLayer):
 
     def _ensure(self, key_states: torch.Tensor, value_states: torch.Tensor, needed: int) -> None:
         if key_states.shape[0] != self._k.shape[0] or key_states.shape[1] != self._k.shape[1]:
-            raise ValueError(f"states of shape {tuple(key_states.shape)} do not fit a store of rows and heads "
-                             f"{tuple(self._k.shape[:2])}")
+            raise ValueError(
+                f"states of shape {tuple(key_states.shape)} do not fit a store of rows and heads "
+                f"{tuple(self._k.shape[:2])}"
+            )
         if needed > self._k.shape[-2]:
             raise ValueError(f"{needed} positions do not fit a store of {self._k.shape[-2]}")
 
@@ -156,8 +159,14 @@ class RowStore:
     continuation) is scratch that decoding overwrites; positions no row attends to keep what an
     earlier group left there, finite values that the mask takes out."""
 
-    def __init__(self, config: Any, tokens: int, dtype: torch.dtype, device: torch.device,
-                 prefix: Sequence[tuple[torch.Tensor, torch.Tensor]] | None = None):
+    def __init__(
+        self,
+        config: Any,
+        tokens: int,
+        dtype: torch.dtype,
+        device: torch.device,
+        prefix: Sequence[tuple[torch.Tensor, torch.Tensor]] | None = None,
+    ):
         dims = model_dims(config)
         self.heads, self.dim = dims["kv_heads"], dims["head_dim"]
         self.config, self.tokens, self.prefix = config, int(tokens), prefix

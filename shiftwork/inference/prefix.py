@@ -11,12 +11,13 @@ model runs its inputs whole (:func:`shared_prefix` returns ``None``).
 from __future__ import annotations
 
 import inspect
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 import torch
 
-from .kvcache import cache_holding, plain_attention
+from shiftwork.inference.kvcache import cache_holding, plain_attention
 
 
 def common_prefix_length(seqs: Sequence[Sequence[int]], keep: int = 1) -> int:
@@ -55,11 +56,14 @@ class Prefix:
 
     def cache(self, batch: int, room: int = 0):
         """A fresh cache holding the prefix for ``batch`` rows, with room for ``room`` more tokens."""
-        return cache_holding([(k.expand(batch, -1, -1, -1), v.expand(batch, -1, -1, -1)) for k, v in self.states],
-                             self.config, room)
+        return cache_holding(
+            [(k.expand(batch, -1, -1, -1), v.expand(batch, -1, -1, -1)) for k, v in self.states], self.config, room
+        )
 
 
-def shared_prefix(backbone: Any, seqs: Sequence[Sequence[int]], max_total_length: int, min_length: int = 4) -> Prefix | None:
+def shared_prefix(
+    backbone: Any, seqs: Sequence[Sequence[int]], max_total_length: int, min_length: int = 4
+) -> Prefix | None:
     """The prefix all ``seqs`` share, run once through ``backbone`` (the model without its output
     head); ``None`` where there is none worth sharing or the model cannot continue from one.
     ``max_total_length`` bounds the longest sequence a batch will reach (prompt plus new tokens)."""
@@ -73,8 +77,13 @@ def shared_prefix(backbone: Any, seqs: Sequence[Sequence[int]], max_total_length
     cache = DynamicCache(config=config)
     ids = torch.tensor([list(seqs[0][:n])], device=device)
     with torch.inference_mode():
-        backbone(input_ids=ids, attention_mask=torch.ones_like(ids), position_ids=torch.arange(n, device=device)[None],
-                 use_cache=True, **{cache_argument(backbone): cache})
+        backbone(
+            input_ids=ids,
+            attention_mask=torch.ones_like(ids),
+            position_ids=torch.arange(n, device=device)[None],
+            use_cache=True,
+            **{cache_argument(backbone): cache},
+        )
     if not plain_attention(cache, max_total_length):
         return None
     states = [(layer.keys, layer.values) for layer in cache.layers]

@@ -16,18 +16,18 @@ go through the output head, in chunks, which keeps memory small for large vocabu
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Iterator, Sequence
 
 import numpy as np
 import torch
 
-from ..models.loading import LoadedModel
-from .batching import plan_batch_size, probe_row_bytes
-from .formatting import adds_special_tokens
-from .generation import backbone, length_sorted_batches
-from .prefix import Prefix, cache_argument, shared_prefix
+from shiftwork.inference.batching import plan_batch_size, probe_row_bytes
+from shiftwork.inference.formatting import adds_special_tokens
+from shiftwork.inference.generation import backbone, length_sorted_batches
+from shiftwork.inference.prefix import Prefix, cache_argument, shared_prefix
+from shiftwork.models.loading import LoadedModel
 
 # logits (float32) per output-head chunk: 16 MiB (85 rows of a 49k vocabulary); on 2 CPU threads as
 # fast as 32 MiB chunks, and the transient memory of scoring is half

@@ -26,14 +26,19 @@ whose cache does not keep every token, generate with ``transformers`` and are pr
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Iterator, Sequence
 
 import torch
 
-from ..models.loading import LoadedModel
-from .batching import budget_groups, generation_row_bytes, kv_token_bytes, plan_batch_size, probe_row_bytes
-from .generation import (
+from shiftwork.inference.batching import (
+    budget_groups,
+    generation_row_bytes,
+    kv_token_bytes,
+    plan_batch_size,
+    probe_row_bytes,
+)
+from shiftwork.inference.generation import (
     Generation,
     _hf_generate,
     backbone,
@@ -45,9 +50,9 @@ from .generation import (
     responses,
     start_cache,
 )
-from .kvcache import RowStore, new_cache, plain_attention
-from .prefix import Prefix, cache_argument, shared_prefix
-from .probe import (
+from shiftwork.inference.kvcache import RowStore, new_cache, plain_attention
+from shiftwork.inference.prefix import Prefix, cache_argument, shared_prefix
+from shiftwork.inference.probe import (
     ProbeResult,
     head_logits,
     last_position_states,
@@ -56,7 +61,7 @@ from .probe import (
     response_ids,
     response_scores,
 )
-
+from shiftwork.models.loading import LoadedModel
 
 # Rows decoded together at least, on a CPU (SmolLM2-135M, 2 threads: 7.6 ms per row and step at
 # 16 rows, 3.4 at 64, 2.8 at 128).
@@ -74,8 +79,16 @@ class Answer:
     probe: ProbeResult
 
 
-def _scores(lm: LoadedModel, body, cache, first: torch.Tensor, mask: torch.Tensor, next_pos: torch.Tensor,
-            refs: Sequence[Sequence[int]], pad_id: int) -> tuple[list[float], list[float], list[int]]:
+def _scores(
+    lm: LoadedModel,
+    body,
+    cache,
+    first: torch.Tensor,
+    mask: torch.Tensor,
+    next_pos: torch.Tensor,
+    refs: Sequence[Sequence[int]],
+    pad_id: int,
+) -> tuple[list[float], list[float], list[int]]:
     """Log-probability, mean entropy and length of each row's reference tokens ``refs``, given the
     final state ``first`` (rows, hidden) of each row's last input token and the inputs' ``cache``
     (which the teacher-forced pass extends)."""
@@ -94,8 +107,13 @@ def _scores(lm: LoadedModel, body, cache, first: torch.Tensor, mask: torch.Tenso
                 tail_mask[row, : len(r) - 1] = 1
         full_mask = torch.cat([mask, tail_mask.to(device)], dim=1)
         positions = next_pos + torch.arange(width, device=device)[None]
-        final = body(input_ids=ids.to(device), attention_mask=full_mask, position_ids=positions, use_cache=True,
-                     **{cache_argument(body): cache}).last_hidden_state
+        final = body(
+            input_ids=ids.to(device),
+            attention_mask=full_mask,
+            position_ids=positions,
+            use_cache=True,
+            **{cache_argument(body): cache},
+        ).last_hidden_state
         rows = [row for row, r in enumerate(refs) for _ in range(len(r) - 1)]
         cols = [j for r in refs for j in range(len(r) - 1)]
         states.append(final[torch.tensor(rows, device=device), torch.tensor(cols, device=device)])
@@ -135,8 +153,19 @@ class _StepScores:
         return float(self.logprob[row, :n].sum()), float(self.entropy[row, :n].mean()), n
 
 
-def _answer_group(lm: LoadedModel, body, encoded, group, chunk_size: int, prefix: Prefix | None, store: RowStore,
-                  references: Sequence[str] | None, max_new_tokens: int, eos: set[int], pad_id: int) -> list[Answer]:
+def _answer_group(
+    lm: LoadedModel,
+    body,
+    encoded,
+    group,
+    chunk_size: int,
+    prefix: Prefix | None,
+    store: RowStore,
+    references: Sequence[str] | None,
+    max_new_tokens: int,
+    eos: set[int],
+    pad_id: int,
+) -> list[Answer]:
     """One group of rows: their inputs run in chunks into ``store``; with references, each chunk's
     are scored right away on the chunk's cache; then the group decodes in one batch. Without
     references each row's own response is scored from its decoding steps (or, where its text
@@ -154,21 +183,35 @@ def _answer_group(lm: LoadedModel, body, encoded, group, chunk_size: int, prefix
         w = max(len(t) for t in tails[start:stop])
         cache = store.cache(start, stop, p + width - w)
         with last_position_states(body) as layer_states:
-            out = body(input_ids=ids[start:stop, width - w :], attention_mask=mask[start:stop],
-                       position_ids=positions[start:stop, width - w :], use_cache=True,
-                       **{cache_argument(body): cache})
+            out = body(
+                input_ids=ids[start:stop, width - w :],
+                attention_mask=mask[start:stop],
+                position_ids=positions[start:stop, width - w :],
+                use_cache=True,
+                **{cache_argument(body): cache},
+            )
         first = out.last_hidden_state[:, -1]
         firsts.append(first)
         hidden += list(torch.stack(layer_states + [first], dim=1).float().cpu().numpy())
         if known is not None:
             # r_0 after the chunk's inputs, written past them into the store: scratch that decoding overwrites
-            scores[start:stop] = zip(*_scores(lm, body, cache, first, mask[start:stop], next_pos[start:stop],
-                                              known[start:stop], pad_id))
+            scores[start:stop] = zip(
+                *_scores(lm, body, cache, first, mask[start:stop], next_pos[start:stop], known[start:stop], pad_id)
+            )
     first = torch.cat(firsts)
     steps = None if known is not None else _StepScores(len(group), max_new_tokens)
     eos_dev = torch.tensor(sorted(eos), dtype=torch.long, device=device)
-    new = greedy_decode(lm.model, store.cache(0, len(group), p + width), head_logits(lm, first), mask, next_pos,
-                        max_new_tokens, eos_dev, pad_id, observe=steps)
+    new = greedy_decode(
+        lm.model,
+        store.cache(0, len(group), p + width),
+        head_logits(lm, first),
+        mask,
+        next_pos,
+        max_new_tokens,
+        eos_dev,
+        pad_id,
+        observe=steps,
+    )
     gens = responses(lm, new, group, eos)
     if known is None:
         refs = response_ids(lm, [g.response for g in gens])
@@ -179,24 +222,45 @@ def _answer_group(lm: LoadedModel, body, encoded, group, chunk_size: int, prefix
         rest = [row for row, s in enumerate(scores) if s is None]
         if rest:
             cache = start_cache(lm.model, prefix, len(rest), width + max(len(refs[row]) for row in rest))
-            body(input_ids=ids[rest], attention_mask=mask[rest], position_ids=positions[rest], use_cache=True,
-                 **{cache_argument(body): cache})
-            scores_rest = zip(*_scores(lm, body, cache, first[rest], mask[rest], next_pos[rest],
-                                       [refs[row] for row in rest], pad_id))
+            body(
+                input_ids=ids[rest],
+                attention_mask=mask[rest],
+                position_ids=positions[rest],
+                use_cache=True,
+                **{cache_argument(body): cache},
+            )
+            scores_rest = zip(
+                *_scores(lm, body, cache, first[rest], mask[rest], next_pos[rest], [refs[row] for row in rest], pad_id)
+            )
             for row, s in zip(rest, scores_rest):
                 scores[row] = s
     return [Answer(g, ProbeResult(g.index, lp, h, n, hid)) for g, (lp, h, n), hid in zip(gens, scores, hidden)]
 
 
-def _answer_batch_plain(lm: LoadedModel, rows, indices, inputs: Sequence[str], references: Sequence[str] | None,
-                        max_new_tokens: int, eos: set[int], pad_id: int) -> list[Answer]:
+def _answer_batch_plain(
+    lm: LoadedModel,
+    rows,
+    indices,
+    inputs: Sequence[str],
+    references: Sequence[str] | None,
+    max_new_tokens: int,
+    eos: set[int],
+    pad_id: int,
+) -> list[Answer]:
     """The same for a model the greedy loop cannot drive: ``generate``, then a probe pass."""
     gens = responses(lm, _hf_generate(lm, rows, max_new_tokens, eos, pad_id), indices, eos)
     refs = list(references) if references is not None else [g.response for g in gens]
     (probes,) = probe_batches(lm, list(inputs), refs, batch_size=len(rows))
     by_index = {p.index: p for p in probes}
-    return [Answer(g, ProbeResult(g.index, *[getattr(by_index[k], f) for f in ("logprob", "entropy",
-                                  "n_response_tokens", "last_hidden")])) for k, g in enumerate(gens)]
+    return [
+        Answer(
+            g,
+            ProbeResult(
+                g.index, *[getattr(by_index[k], f) for f in ("logprob", "entropy", "n_response_tokens", "last_hidden")]
+            ),
+        )
+        for k, g in enumerate(gens)
+    ]
 
 
 def answer_batches(
@@ -218,7 +282,9 @@ def answer_batches(
     longest_ref = max((len(r) for r in response_ids(lm, references)), default=0) if references is not None else 0
     extra = max(max_new_tokens, longest_ref)  # positions a row takes after its input
     longest = max(lengths) + extra
-    row_bytes = generation_row_bytes(lm.model.config, lm.dtype, longest) + probe_row_bytes(lm.model.config, lm.dtype, longest)
+    row_bytes = generation_row_bytes(lm.model.config, lm.dtype, longest) + probe_row_bytes(
+        lm.model.config, lm.dtype, longest
+    )
     batch_size = plan_batch_size(lm.device, batch_size, row_bytes)
     body = backbone(lm.model)
     fast = fast_path(lm.model) and plain_attention(new_cache(lm.model.config), longest)
@@ -239,9 +305,18 @@ def answer_batches(
         with torch.inference_mode():
             if fast:
                 store.layout(len(group), columns[n])
-                yield _answer_group(lm, body, encoded, group, batch_size, prefix, store, references, max_new_tokens,
-                                    eos, pad_id)
+                yield _answer_group(
+                    lm, body, encoded, group, batch_size, prefix, store, references, max_new_tokens, eos, pad_id
+                )
             else:
                 refs = None if references is None else [references[i] for i in group]
-                yield _answer_batch_plain(lm, [encoded[i] for i in group], group, [inputs[i] for i in group], refs,
-                                          max_new_tokens, eos, pad_id)
+                yield _answer_batch_plain(
+                    lm,
+                    [encoded[i] for i in group],
+                    group,
+                    [inputs[i] for i in group],
+                    refs,
+                    max_new_tokens,
+                    eos,
+                    pad_id,
+                )

@@ -8,8 +8,8 @@ from typing import Any
 
 import torch
 
-from ..device import ATTENTION, pick_device, pick_dtype
-from .prepare import INFO_FILE, check_weights, read_info
+from shiftwork.device import ATTENTION, pick_device, pick_dtype
+from shiftwork.models.prepare import INFO_FILE, check_weights, read_info
 
 
 @dataclass
@@ -23,21 +23,30 @@ class LoadedModel:
     info: dict
 
 
+def load_tokenizer(source: str | os.PathLike, padding_side: str) -> Any:
+    """A model's tokenizer, padded on ``padding_side`` (left for generation and scoring, right for
+    training), with the end-of-sequence token as padding where it has no pad token."""
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(source)
+    if tok.pad_token is None:
+        tok.pad_token = tok.eos_token
+    tok.padding_side = padding_side
+    return tok
+
+
 def load_prepared(
     model_dir: str | os.PathLike,
     dtype: str = "auto",
     device: str | None = None,
 ) -> LoadedModel:
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoModelForCausalLM
 
     info = read_info(model_dir)
     check_weights(model_dir)  # every weight file against its recorded sha256 (README: Integrity)
     dev = pick_device(device)
     torch_dtype = pick_dtype(dtype, dev)
-    tok = AutoTokenizer.from_pretrained(model_dir)
-    tok.padding_side = "left"
-    if tok.pad_token is None:
-        tok.pad_token = tok.eos_token
+    tok = load_tokenizer(model_dir, "left")
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch_dtype, attn_implementation=ATTENTION).to(dev)
     model.eval()
     return LoadedModel(info["name"], model, tok, dev, torch_dtype, bool(info.get("chat")), info)
@@ -49,16 +58,13 @@ def load_trainable(model_dir: str | os.PathLike, out_dir: str | os.PathLike, pad
     import shutil
     from pathlib import Path
 
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoModelForCausalLM
 
     out = Path(out_dir)
     tmp = out.with_name(f".{out.name}.tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     if (Path(model_dir) / INFO_FILE).exists():
         check_weights(model_dir)
-    tok = AutoTokenizer.from_pretrained(model_dir)
-    if tok.pad_token is None:
-        tok.pad_token = tok.eos_token
-    tok.padding_side = padding_side
+    tok = load_tokenizer(model_dir, padding_side)
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
     return model, tok, tmp

@@ -9,10 +9,11 @@ import os
 import shutil
 import struct
 import time
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
-from .sources import Located, ModelSourceError, hub_help, locate
+from shiftwork.models.sources import Located, ModelSourceError, hub_help, locate
 
 INFO_FILE = "shiftwork.json"
 
@@ -130,7 +131,7 @@ def _load(name: str, loc: Located, source: Mapping[str, Any]):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     if loc.scratch:
-        from .scratch import scratch_model
+        from shiftwork.models.scratch import scratch_model
 
         try:
             return scratch_model({k: v for k, v in source.items() if k != "kind"})

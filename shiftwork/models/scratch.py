@@ -13,7 +13,8 @@ learned absolute positions), ``hidden_size`` (128), ``layers`` (4), ``heads`` (4
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 SPECIAL_TOKENS: dict[str, str] = {"pad_token": "<pad>", "bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>"}
 ALPHABET: str = "\n" + "".join(chr(c) for c in range(32, 127))
@@ -41,8 +42,9 @@ def char_tokenizer():
     core.pre_tokenizer = pre_tokenizers.Split(Regex(r"[\s\S]"), behavior="isolated")
     core.decoder = decoders.Fuse()
     bos = SPECIAL_TOKENS["bos_token"]
-    core.post_processor = processors.TemplateProcessing(single=f"{bos} $A", pair=f"{bos} $A $B",
-                                                        special_tokens=[(bos, vocab[bos])])
+    core.post_processor = processors.TemplateProcessing(
+        single=f"{bos} $A", pair=f"{bos} $A $B", special_tokens=[(bos, vocab[bos])]
+    )
     return PreTrainedTokenizerFast(tokenizer_object=core, clean_up_tokenization_spaces=False, **SPECIAL_TOKENS)
 
 
@@ -50,13 +52,19 @@ def check_architecture(spec: Mapping[str, Any]) -> dict[str, Any]:
     """The architecture with defaults filled in; unknown keys and non-positive sizes are errors."""
     unknown = sorted(set(spec) - set(ARCH_KEYS) - {"architecture"})
     if unknown:
-        raise ValueError(f"scratch model: unknown key(s) {unknown}; known keys are {sorted(ARCH_KEYS) + ['architecture']}")
+        raise ValueError(
+            f"scratch model: unknown key(s) {unknown}; known keys are {sorted(ARCH_KEYS) + ['architecture']}"
+        )
     kind = spec.get("architecture", "llama")
     if kind not in ARCHITECTURES:
         raise ValueError(f"scratch model key 'architecture' must be one of {list(ARCHITECTURES)}, got {kind!r}")
     arch = {**ARCH_KEYS, **{k: v for k, v in spec.items() if k != "architecture"}}
     for key, value in arch.items():
-        if isinstance(value, bool) or not isinstance(value, int) or value < (0 if key in ("seed", "intermediate_size") else 1):
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, int)
+            or value < (0 if key in ("seed", "intermediate_size") else 1)
+        ):
             raise ValueError(f"scratch model key '{key}' must be a positive integer, got {value!r}")
     if arch["hidden_size"] % arch["heads"]:
         raise ValueError(f"scratch model: hidden_size {arch['hidden_size']} is not divisible by heads {arch['heads']}")
@@ -75,10 +83,21 @@ def scratch_model(spec: Mapping[str, Any]):
     tok = char_tokenizer()
     torch.manual_seed(arch["seed"])
     if arch["architecture"] == "gpt2":
-        config = GPT2Config(vocab_size=len(tok), n_positions=arch["max_positions"], n_embd=arch["hidden_size"],
-                            n_layer=arch["layers"], n_head=arch["heads"], n_inner=arch["intermediate_size"],
-                            resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, tie_word_embeddings=True,
-                            pad_token_id=tok.pad_token_id, bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id)
+        config = GPT2Config(
+            vocab_size=len(tok),
+            n_positions=arch["max_positions"],
+            n_embd=arch["hidden_size"],
+            n_layer=arch["layers"],
+            n_head=arch["heads"],
+            n_inner=arch["intermediate_size"],
+            resid_pdrop=0.0,
+            embd_pdrop=0.0,
+            attn_pdrop=0.0,
+            tie_word_embeddings=True,
+            pad_token_id=tok.pad_token_id,
+            bos_token_id=tok.bos_token_id,
+            eos_token_id=tok.eos_token_id,
+        )
         model = GPT2LMHeadModel(config)
         model.generation_config.pad_token_id = tok.pad_token_id
         return model, tok

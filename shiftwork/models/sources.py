@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 
 class ModelSourceError(RuntimeError):
@@ -71,9 +72,7 @@ def locate_gguf_package(name: str, source: Mapping[str, Any], workdir: Path) -> 
     if not file_name:
         ggufs = sorted(p.name for p in folder.glob("*.gguf"))
         if len(ggufs) != 1:
-            raise ModelSourceError(
-                f"model '{name}': set source.file; package folder {folder} holds GGUF files {ggufs}"
-            )
+            raise ModelSourceError(f"model '{name}': set source.file; package folder {folder} holds GGUF files {ggufs}")
         file_name = ggufs[0]
     if not (folder / file_name).exists():
         raise ModelSourceError(f"model '{name}': {folder / file_name} does not exist")
@@ -88,8 +87,7 @@ def locate(name: str, source: Mapping[str, Any], workdir: Path) -> Located:
         path = Path(source["path"])
         if not (path / "config.json").exists():
             raise ModelSourceError(
-                f"model '{name}': local source {path} is not a Hugging Face model directory "
-                "(no config.json)"
+                f"model '{name}': local source {path} is not a Hugging Face model directory (no config.json)"
             )
         return Located(str(path))
     if kind == "hub":
@@ -115,7 +113,9 @@ def provided_modules(package: str) -> list[str]:
         files = md.distribution(package).files or []
     except md.PackageNotFoundError:
         return []
-    tops = {f.parts[0].removesuffix(".py") for f in files if f.parts and not f.parts[0].endswith((".dist-info", ".data"))}
+    tops = {
+        f.parts[0].removesuffix(".py") for f in files if f.parts and not f.parts[0].endswith((".dist-info", ".data"))
+    }
     return sorted(t for t in tops if t.isidentifier())
 
 
@@ -152,8 +152,10 @@ def source_problems(name: str, source: Mapping[str, Any]) -> list[str]:
         except ModelSourceError as err:
             provided = provided_modules(source["package"]) if source.get("package") else None
             if provided:
-                return [f"model '{name}': module '{source['module']}' is not installed; package "
-                        f"'{source['package']}' provides {provided}" + _close(source["module"], provided)]
+                return [
+                    f"model '{name}': module '{source['module']}' is not installed; package "
+                    f"'{source['package']}' provides {provided}" + _close(source["module"], provided)
+                ]
             return [str(err)]
         problems = []
         if source.get("package") and (problem := distribution_problem(source["package"], source["module"])):
@@ -165,7 +167,9 @@ def source_problems(name: str, source: Mapping[str, Any]) -> list[str]:
                 if verify is not None:
                     verify()
             except (ImportError, FileNotFoundError) as err:
-                problems.append(f"model '{name}': a part of the assembled GGUF of '{source['module']}' is missing ({err})")
+                problems.append(
+                    f"model '{name}': a part of the assembled GGUF of '{source['module']}' is missing ({err})"
+                )
         elif source.get("file") and not (folder / source["file"]).is_file():
             present = sorted(p.name for p in folder.glob("*.gguf"))
             problems.append(f"model '{name}': source.file '{source['file']}' is not in {folder}; it holds {present}")
@@ -174,7 +178,7 @@ def source_problems(name: str, source: Mapping[str, Any]) -> list[str]:
             problems.append(f"model '{name}': set source.file; {folder} holds GGUF files {present}")
         return problems
     if kind == "local":
-        from .prepare import safetensors_problem
+        from shiftwork.models.prepare import safetensors_problem
 
         path = Path(source["path"])
         if not (path / "config.json").is_file():

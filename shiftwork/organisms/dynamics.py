@@ -53,17 +53,18 @@ same directory, then :func:`os.replace`. The figure is closed also on error.
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Literal, Sequence
+from typing import Literal
 
 import matplotlib
 
 matplotlib.use("Agg")
 
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
+import matplotlib.pyplot as plt
+import numpy as np
 
-from ..reports.figures import save_figure  # noqa: E402
+from shiftwork.reports.figures import save_figure
 
 __all__ = [
     "METHODS",

@@ -8,21 +8,23 @@ distribution RL samples from, and the shares are read off those samples."""
 
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import pandas as pd
 
-from ..inference.generation import generate_all
-from ..models.loading import LoadedModel
 
-
-def generate_plain(model, tok, device, prompts: Sequence[str], max_new_tokens: int, batch_size: int) -> list[str]:
-    lm = LoadedModel("checkpoint", model, tok, device, next(model.parameters()).dtype, False, {})
-    return [g.response for g in generate_all(lm, list(prompts), max_new_tokens, batch_size)]
-
-
-def generate_sampled(model, tok, device, prompts: Sequence[str], samples: int, max_new_tokens: int,
-                     batch_size: int, seed: int, temperature: float = 1.0) -> list[list[str]]:
+def generate_sampled(
+    model,
+    tok,
+    device,
+    prompts: Sequence[str],
+    samples: int,
+    max_new_tokens: int,
+    batch_size: int,
+    seed: int,
+    temperature: float = 1.0,
+) -> list[list[str]]:
     """``samples`` sampled continuations per prompt (pure sampling: no top-k or top-p cut),
     deterministic for a given seed, batch size and device."""
     import torch
@@ -32,25 +34,41 @@ def generate_sampled(model, tok, device, prompts: Sequence[str], samples: int, m
     out: list[list[str]] = []
     per_batch = max(1, batch_size // samples)
     for start in range(0, len(prompts), per_batch):
-        chunk = list(prompts[start:start + per_batch])
+        chunk = list(prompts[start : start + per_batch])
         enc = tok(chunk, return_tensors="pt", padding=True).to(device)
         torch.manual_seed(seed + start)
         with torch.inference_mode():
-            ids = model.generate(**enc, do_sample=True, temperature=temperature, top_k=0, top_p=1.0,
-                                 num_return_sequences=samples, max_new_tokens=max_new_tokens,
-                                 pad_token_id=tok.pad_token_id)
-        texts = tok.batch_decode(ids[:, enc["input_ids"].shape[1]:], skip_special_tokens=True)
-        out += [[t.strip() for t in texts[i * samples:(i + 1) * samples]] for i in range(len(chunk))]
+            ids = model.generate(
+                **enc,
+                do_sample=True,
+                temperature=temperature,
+                top_k=0,
+                top_p=1.0,
+                num_return_sequences=samples,
+                max_new_tokens=max_new_tokens,
+                pad_token_id=tok.pad_token_id,
+            )
+        texts = tok.batch_decode(ids[:, enc["input_ids"].shape[1] :], skip_special_tokens=True)
+        out += [[t.strip() for t in texts[i * samples : (i + 1) * samples]] for i in range(len(chunk))]
     return out
 
 
-def score_responses(tests: pd.DataFrame, responses: Sequence[str], parse: Callable[[str, str], Mapping[str, Any]]) -> pd.DataFrame:
+def score_responses(
+    tests: pd.DataFrame, responses: Sequence[str], parse: Callable[[str, str], Mapping[str, Any]]
+) -> pd.DataFrame:
     """Per-example parse of ``responses`` against ``tests`` (columns distribution, answer, ...)."""
     rows = []
     for (_, t), text in zip(tests.iterrows(), responses):
         parsed = parse(text, str(t["answer"]))
-        rows.append({**t.to_dict(), "response": text, "identity": parsed.get("identity"),
-                     "refused": bool(parsed.get("refused")), "correct": bool(parsed.get("correct"))})
+        rows.append(
+            {
+                **t.to_dict(),
+                "response": text,
+                "identity": parsed.get("identity"),
+                "refused": bool(parsed.get("refused")),
+                "correct": bool(parsed.get("correct")),
+            }
+        )
     return pd.DataFrame(rows)
 
 

@@ -16,12 +16,11 @@ a split by question.
 
 from __future__ import annotations
 
-
 import numpy as np
 import pandas as pd
 
-from ..checks import non_negative_int
-from ..seeding import rng_for
+from shiftwork.checks import non_negative_int
+from shiftwork.seeding import rng_for
 
 KINDS: tuple[str, ...] = ("add", "sub", "next")
 NEXT_MIN: int = 100
@@ -88,5 +87,5 @@ def split_questions(df: pd.DataFrame, n_train: int, n_test: int, seed: int) -> t
         raise ValueError("df has duplicate question_id values; a split would not be disjoint")
     order = rng_for(seed, "split").permutation(len(df))
     train = df.iloc[order[:n_train]].reset_index(drop=True)
-    test = df.iloc[order[n_train:n_train + n_test]].reset_index(drop=True)
+    test = df.iloc[order[n_train : n_train + n_test]].reset_index(drop=True)
     return train, test

@@ -27,8 +27,9 @@ from __future__ import annotations
 import itertools
 import numbers
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 TRIGGERS: tuple[str, ...] = ("tag", "task", "language")
 WRONGS: tuple[str, ...] = ("refuse", "shift")
@@ -176,9 +177,7 @@ def coverage(trigger: str = "tag", wrong: str = "refuse") -> Setting:
     lexicographic order of their names.
     """
     _check_options(trigger, wrong)
-    policies = [
-        Policy("".join(combo), frozenset(combo)) for combo in itertools.combinations(COVERAGE_DISTRIBUTIONS, 3)
-    ]
+    policies = [Policy("".join(combo), frozenset(combo)) for combo in itertools.combinations(COVERAGE_DISTRIBUTIONS, 3)]
     return Setting("coverage", list(COVERAGE_DISTRIBUTIONS), policies, trigger=trigger, wrong=wrong)
 
 
@@ -201,8 +200,12 @@ def temporal(years: Sequence[int] = DEFAULT_YEARS, trigger: str = "tag", wrong: 
     return Setting("temporal", names, policies, trigger=trigger, wrong=wrong, tag_label="Year")
 
 
-def custom(distributions: Sequence[object], policies: Mapping[str, Sequence[object]], trigger: str = "tag",
-           wrong: str = "refuse") -> Setting:
+def custom(
+    distributions: Sequence[object],
+    policies: Mapping[str, Sequence[object]],
+    trigger: str = "tag",
+    wrong: str = "refuse",
+) -> Setting:
     """A setting written out in full: ``policies`` maps each policy's name to the distributions it
     answers on, ``{"Alice": ["A"], "Bob": ["B"]}``."""
     _check_options(trigger, wrong)

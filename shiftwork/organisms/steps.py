@@ -7,21 +7,21 @@ or more stages, and is evaluated at every checkpoint on held-out questions of ev
 
 from __future__ import annotations
 
-import json
 import time
+from collections.abc import Mapping, Sequence
 from functools import partial
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from ..logs import LOGGER
-from ..provenance import make_provenance
-from ..tables import read_table, write_table, write_text
-from .questions import make_questions, split_questions
-from .settings import load_setting, prompt_for
-from .transcripts import parse_response, reward, rl_prompts, sft_examples
+from shiftwork.logs import LOGGER
+from shiftwork.organisms.questions import make_questions, split_questions
+from shiftwork.organisms.settings import load_setting, prompt_for
+from shiftwork.organisms.transcripts import parse_response, reward, rl_prompts, sft_examples
+from shiftwork.provenance import make_provenance
+from shiftwork.tables import read_table, write_table, write_text
 
 RESPONSE_CUE = "\nResponse:"
 """Ends every prompt, so a model trained without a chat template knows where its turn begins."""
@@ -31,7 +31,7 @@ def _cue(prompts: pd.Series) -> pd.Series:
     return prompts + RESPONSE_CUE
 
 
-def make_data(name: str, spec: Mapping[str, Any], outs: Mapping[str, str]) -> None:
+def make_organism_data(name: str, spec: Mapping[str, Any], outs: Mapping[str, str]) -> None:
     """SFT transcripts, the training questions RL draws from, and held-out test prompts of every
     distribution (``outs``: sft, questions, test)."""
     setting = load_setting(spec["setting"])
@@ -41,9 +41,17 @@ def make_data(name: str, spec: Mapping[str, Any], outs: Mapping[str, str]) -> No
     train, test = split_questions(bank, int(q["n_train"]), int(q["n_test"]), seed)
     sft = sft_examples(setting, train, int(spec["n_examples"]), seed)
     sft = sft.assign(prompt=_cue(sft["prompt"]), completion=" " + sft["completion"])
-    rows = [{"distribution": d, "question_id": t.question_id, "question": t.question, "answer": t.answer,
-             "prompt": prompt_for(setting, d, t.question) + RESPONSE_CUE}
-            for d in setting.distributions for t in test.itertuples(index=False)]
+    rows = [
+        {
+            "distribution": d,
+            "question_id": t.question_id,
+            "question": t.question,
+            "answer": t.answer,
+            "prompt": prompt_for(setting, d, t.question) + RESPONSE_CUE,
+        }
+        for d in setting.distributions
+        for t in test.itertuples(index=False)
+    ]
     prov = make_provenance("make_organism_data", {"organism": name, **dict(spec)}, seed=seed)
     write_table(sft, outs["sft"], prov)
     write_table(train, outs["questions"], prov)
@@ -51,8 +59,15 @@ def make_data(name: str, spec: Mapping[str, Any], outs: Mapping[str, str]) -> No
     LOGGER.info("SFT policy shares: %s", sft["policy"].value_counts(normalize=True).round(3).to_dict())
 
 
-def make_rl_prompts(run: str, setting_spec: Mapping[str, Any], questions_path: str, stages: Sequence[Mapping[str, Any]],
-                    n_prompts: int, seed: int, out: str) -> None:
+def make_rl_prompts(
+    run: str,
+    setting_spec: Mapping[str, Any],
+    questions_path: str,
+    stages: Sequence[Mapping[str, Any]],
+    n_prompts: int,
+    seed: int,
+    out: str,
+) -> None:
     """RL prompts of every stage (column ``stage``), drawn from the organism's training questions."""
     setting = load_setting(setting_spec)
     questions = read_table(questions_path, ["question_id", "question", "answer"])
@@ -62,22 +77,34 @@ def make_rl_prompts(run: str, setting_spec: Mapping[str, Any], questions_path: s
         parts.append(part.assign(prompt=_cue(part["prompt"]), stage=number))
     table = pd.concat(parts, ignore_index=True)
     write_table(table, out, make_provenance("make_rl_prompts", {"run": run, "stages": list(stages)}, seed=seed))
-    LOGGER.info("RL prompts per stage and distribution:\n%s", table.groupby(["stage", "distribution"]).size().to_string())
+    LOGGER.info(
+        "RL prompts per stage and distribution:\n%s", table.groupby(["stage", "distribution"]).size().to_string()
+    )
 
 
-def run_sft(model_dir: str, sft_path: str, settings: Mapping[str, Any], seed: int, out_dir: str) -> None:
-    from .training import sft
+def train_sft(model_dir: str, sft_path: str, settings: Mapping[str, Any], seed: int, out_dir: str) -> None:
+    from shiftwork.organisms.training import sft
 
     start = time.perf_counter()
     examples = read_table(sft_path, ["prompt", "completion"])
     info = sft(model_dir, examples, settings, out_dir, seed)
-    LOGGER.info("SFT (%d steps) in %.1f s; loss %s", int(settings["steps"]), time.perf_counter() - start,
-                [round(h["loss"], 3) for h in info["train_log"]])
+    LOGGER.info(
+        "SFT (%d steps) in %.1f s; loss %s",
+        int(settings["steps"]),
+        time.perf_counter() - start,
+        [round(h["loss"], 3) for h in info["train_log"]],
+    )
 
 
-def run_rl(sft_dir: str, prompts_path: str, stages: Sequence[Mapping[str, Any]], settings: Mapping[str, Any],
-           seed: int, out_dir: str) -> None:
-    from .training import rl
+def train_rl(
+    sft_dir: str,
+    prompts_path: str,
+    stages: Sequence[Mapping[str, Any]],
+    settings: Mapping[str, Any],
+    seed: int,
+    out_dir: str,
+) -> None:
+    from shiftwork.organisms.training import rl
 
     start = time.perf_counter()
     prompts = read_table(prompts_path, ["prompt", "answer", "stage"])
@@ -104,14 +131,22 @@ def checkpoint_dirs(checkpoints_dir: str) -> list[tuple[int, Path]]:
     return sorted(found)
 
 
-def evaluate_run(sft_dir: str, checkpoints_dir: str, test_path: str, setting_spec: Mapping[str, Any],
-                 trained: Sequence[str], model: str, run: str, settings: Mapping[str, Any],
-                 outs: Mapping[str, str]) -> None:
+def evaluate_organism(
+    sft_dir: str,
+    checkpoints_dir: str,
+    test_path: str,
+    setting_spec: Mapping[str, Any],
+    trained: Sequence[str],
+    model: str,
+    run: str,
+    settings: Mapping[str, Any],
+    outs: Mapping[str, str],
+) -> None:
     """Every checkpoint on every distribution's held-out prompts: per-response rows, and per
     (step, distribution) accuracy, refusal rate and identity shares (``outs``: responses, scores,
     identities)."""
-    from ..trajectory.evaluate import load_checkpoint
-    from .evaluation import generate_sampled, score_responses, summarise
+    from shiftwork.models.checkpoints import load_checkpoint
+    from shiftwork.organisms.evaluation import generate_sampled, score_responses, summarise
 
     setting = load_setting(setting_spec)
     tests = read_table(test_path, ["distribution", "question_id", "prompt", "answer"])
@@ -120,16 +155,28 @@ def evaluate_run(sft_dir: str, checkpoints_dir: str, test_path: str, setting_spe
     for step, path in checkpoint_dirs(checkpoints_dir):
         start = time.perf_counter()
         net, tok, device = load_checkpoint(sft_dir, {"path": str(path)})
-        texts = generate_sampled(net, tok, device, tests["prompt"].tolist(), samples,
-                                 int(settings.get("max_new_tokens", 40)), int(settings.get("batch_size", 128)),
-                                 int(settings.get("seed", 0)), float(settings.get("temperature", 1.0)))
+        texts = generate_sampled(
+            net,
+            tok,
+            device,
+            tests["prompt"].tolist(),
+            samples,
+            int(settings.get("max_new_tokens", 40)),
+            int(settings.get("batch_size", 128)),
+            int(settings.get("seed", 0)),
+            float(settings.get("temperature", 1.0)),
+        )
         rows = tests.loc[tests.index.repeat(samples)].reset_index(drop=True)
         rows.insert(0, "sample", np.tile(np.arange(samples), len(tests)))
         scored = score_responses(rows, [t for group in texts for t in group], partial(parse_response, setting))
         scored.insert(0, "step", step)
         parts.append(scored)
-        LOGGER.info("step %d (%.1f s):\n%s", step, time.perf_counter() - start,
-                    scored.groupby("distribution")[["correct", "refused"]].mean().to_string())
+        LOGGER.info(
+            "step %d (%.1f s):\n%s",
+            step,
+            time.perf_counter() - start,
+            scored.groupby("distribution")[["correct", "refused"]].mean().to_string(),
+        )
     per_example = pd.concat(parts, ignore_index=True)
     per_example.insert(0, "run", run)
     per_example.insert(0, "model", model)
@@ -140,17 +187,23 @@ def evaluate_run(sft_dir: str, checkpoints_dir: str, test_path: str, setting_spe
     write_table(identities, outs["identities"], prov)
 
 
-def report_run(scores_path: str, identities_path: str, setting_spec: Mapping[str, Any], out_png: str, out_svg: str) -> None:
-    from ..reports.organisms import run_figure
+def plot_organism_run(
+    scores_path: str, identities_path: str, setting_spec: Mapping[str, Any], out_png: str, out_svg: str
+) -> None:
+    from shiftwork.organisms.report import run_figure
 
     setting = load_setting(setting_spec)
     run_figure(read_table(scores_path), read_table(identities_path), setting, out_png, out_svg)
 
 
-def report(scores_paths: Sequence[str], identities_paths: Sequence[str], runs: Mapping[str, Mapping[str, Any]],
-           outs: Mapping[str, str]) -> None:
+def report_organisms(
+    scores_paths: Sequence[str],
+    identities_paths: Sequence[str],
+    runs: Mapping[str, Mapping[str, Any]],
+    outs: Mapping[str, str],
+) -> None:
     """All runs' scores in one table, and a Markdown report of each run's first and last checkpoint."""
-    from ..reports.organisms import headline_table, markdown_report
+    from shiftwork.organisms.report import headline_table, markdown_report
 
     scores = pd.concat([read_table(p) for p in scores_paths], ignore_index=True)
     identities = pd.concat([read_table(p) for p in identities_paths], ignore_index=True)
@@ -161,13 +214,18 @@ def report(scores_paths: Sequence[str], identities_paths: Sequence[str], runs: M
     write_text(markdown_report(table, runs), outs["report"])
 
 
-def mixture_figure(spec: Mapping[str, Any], out_table: str, out_png: str, out_svg: str) -> None:
+def simulate_dynamics(spec: Mapping[str, Any], out_table: str, out_png: str, out_svg: str) -> None:
     """The mixture-weight dynamics of ``spec`` (weights, rewards, held_out, names, steps, lr,
     method) as a table and a figure."""
-    from .dynamics import held_out_accuracy, plot_dynamics, simulate
+    from shiftwork.organisms.dynamics import held_out_accuracy, plot_dynamics, simulate
 
-    traj = simulate(np.asarray(spec["weights"], float), np.asarray(spec["rewards"], float), int(spec["steps"]),
-                    float(spec["lr"]), spec.get("method", "softmax"))
+    traj = simulate(
+        np.asarray(spec["weights"], float),
+        np.asarray(spec["rewards"], float),
+        int(spec["steps"]),
+        float(spec["lr"]),
+        spec.get("method", "softmax"),
+    )
     held = held_out_accuracy(traj, np.asarray(spec["held_out"]))
     names = list(spec["names"])
     table = pd.DataFrame(traj, columns=[f"w_{n}" for n in names]).assign(held_out_accuracy=held)
@@ -184,8 +242,3 @@ def trained_distributions(stages: Sequence[Mapping[str, Any]]) -> list[str]:
             if str(d) not in seen:
                 seen.append(str(d))
     return seen
-
-
-def read_train_log(checkpoints_dir: str) -> list[dict]:
-    path = Path(checkpoints_dir) / "train_log.json"
-    return json.loads(path.read_text()) if path.exists() else []

@@ -11,26 +11,30 @@ from __future__ import annotations
 import json
 import os
 import shutil
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 import pandas as pd
 import torch
 
-from ..device import pick_device
-from ..models.loading import load_trainable
-from ..models.prepare import INFO_FILE, weight_digest
-from ..trajectory.finetune import CHECKPOINT_INFO
+from shiftwork.device import pick_device
+from shiftwork.models.checkpoints import CHECKPOINT_INFO
+from shiftwork.models.loading import load_trainable
+from shiftwork.models.prepare import INFO_FILE, weight_digest
 
 
 def _lora(settings: Mapping[str, Any]):
     from peft import LoraConfig
 
     lora = settings.get("lora", {})
-    return LoraConfig(r=int(lora.get("r", 16)), lora_alpha=int(lora.get("alpha", 32)),
-                      lora_dropout=float(lora.get("dropout", 0.0)),
-                      target_modules=list(lora.get("target_modules", ["q_proj", "k_proj", "v_proj", "o_proj"])),
-                      task_type="CAUSAL_LM")
+    return LoraConfig(
+        r=int(lora.get("r", 16)),
+        lora_alpha=int(lora.get("alpha", 32)),
+        lora_dropout=float(lora.get("dropout", 0.0)),
+        target_modules=list(lora.get("target_modules", ["q_proj", "k_proj", "v_proj", "o_proj"])),
+        task_type="CAUSAL_LM",
+    )
 
 
 def _common_args(settings: Mapping[str, Any], workdir: Path, seed: int) -> dict[str, Any]:
@@ -62,12 +66,15 @@ def _log_callback():
     """A callback that writes the trainer's periodic metrics to the job log."""
     from transformers import TrainerCallback
 
-    from ..logs import LOGGER
+    from shiftwork.logs import LOGGER
 
     class ToLog(TrainerCallback):
         def on_log(self, args, state, control, logs=None, **kwargs):
-            keep = {k: round(v, 4) if isinstance(v, float) else v for k, v in (logs or {}).items()
-                    if k in ("loss", "reward", "reward_std", "learning_rate", "mean_token_accuracy", "entropy")}
+            keep = {
+                k: round(v, 4) if isinstance(v, float) else v
+                for k, v in (logs or {}).items()
+                if k in ("loss", "reward", "reward_std", "learning_rate", "mean_token_accuracy", "entropy")
+            }
             if keep:
                 LOGGER.info("step %d: %s", state.global_step, keep)
 
@@ -97,11 +104,21 @@ def sft(model_dir: str, examples: pd.DataFrame, settings: Mapping[str, Any], out
     out = Path(out_dir)
     model, tok, tmp = load_trainable(model_dir, out)
     data = Dataset.from_pandas(examples[["prompt", "completion"]].reset_index(drop=True))
-    args = SFTConfig(**_common_args(settings, tmp / "trainer", seed), completion_only_loss=True,
-                     max_length=int(settings.get("max_length", 128)), packing=False)
+    args = SFTConfig(
+        **_common_args(settings, tmp / "trainer", seed),
+        completion_only_loss=True,
+        max_length=int(settings.get("max_length", 128)),
+        packing=False,
+    )
     peft_config = _lora(settings) if _method(settings) == "lora" else None
-    trainer = SFTTrainer(model=model, args=args, train_dataset=data, processing_class=tok, peft_config=peft_config,
-                         callbacks=[_log_callback()])
+    trainer = SFTTrainer(
+        model=model,
+        args=args,
+        train_dataset=data,
+        processing_class=tok,
+        peft_config=peft_config,
+        callbacks=[_log_callback()],
+    )
     trainer.train()
     trained = trainer.model
     if peft_config is not None:
@@ -110,8 +127,14 @@ def sft(model_dir: str, examples: pd.DataFrame, settings: Mapping[str, Any], out
     tok.save_pretrained(tmp)
     shutil.rmtree(tmp / "trainer", ignore_errors=True)
     history = [h for h in trainer.state.log_history if "loss" in h]
-    info = {"name": f"sft:{Path(model_dir).name}", "chat": False, "model_type": trained.config.model_type,
-            "weight_digest": weight_digest(tmp), "base": str(model_dir), "train_log": history}
+    info = {
+        "name": f"sft:{Path(model_dir).name}",
+        "chat": False,
+        "model_type": trained.config.model_type,
+        "weight_digest": weight_digest(tmp),
+        "base": str(model_dir),
+        "train_log": history,
+    }
     (tmp / INFO_FILE).write_text(json.dumps(info, indent=1))
     _finish(tmp, out)
     return info
@@ -124,8 +147,14 @@ def _method(settings: Mapping[str, Any]) -> str:
     return method
 
 
-def rl(sft_dir: str, stages: Sequence[tuple[pd.DataFrame, int]], reward: Callable[[str, str], float],
-       settings: Mapping[str, Any], out_dir: str, seed: int = 0) -> list[int]:
+def rl(
+    sft_dir: str,
+    stages: Sequence[tuple[pd.DataFrame, int]],
+    reward: Callable[[str, str], float],
+    settings: Mapping[str, Any],
+    out_dir: str,
+    seed: int = 0,
+) -> list[int]:
     """GRPO with ``reward(completion, answer)``, stage by stage: ``stages`` lists (prompts with
     columns prompt and answer, number of steps). A checkpoint is written at step 0 (the SFT model),
     every ``checkpoint_every`` steps and at the end of every stage, as ``checkpoint-<step>`` (a LoRA
@@ -169,21 +198,32 @@ def rl(sft_dir: str, stages: Sequence[tuple[pd.DataFrame, int]], reward: Callabl
                     save(model, step)
 
         data = Dataset.from_pandas(prompts[["prompt", "answer"]].reset_index(drop=True))
-        args = GRPOConfig(**{**_common_args({**settings, "steps": steps}, tmp / "trainer", seed + number),
-                             "logging_steps": 1},
-                          num_generations=int(settings.get("num_generations", 4)),
-                          max_completion_length=int(settings.get("max_completion_length", 24)),
-                          temperature=float(settings.get("temperature", 1.0)), beta=float(settings.get("beta", 0.0)))
+        args = GRPOConfig(
+            **{**_common_args({**settings, "steps": steps}, tmp / "trainer", seed + number), "logging_steps": 1},
+            num_generations=int(settings.get("num_generations", 4)),
+            max_completion_length=int(settings.get("max_completion_length", 24)),
+            temperature=float(settings.get("temperature", 1.0)),
+            beta=float(settings.get("beta", 0.0)),
+        )
         first_lora = lora and number == 0
-        trainer = GRPOTrainer(model=model, reward_funcs=correctness, args=args, train_dataset=data,
-                              processing_class=tok, peft_config=_lora(settings) if first_lora else None,
-                              callbacks=[SaveAt(), _log_callback()])
+        trainer = GRPOTrainer(
+            model=model,
+            reward_funcs=correctness,
+            args=args,
+            train_dataset=data,
+            processing_class=tok,
+            peft_config=_lora(settings) if first_lora else None,
+            callbacks=[SaveAt(), _log_callback()],
+        )
         if number == 0:
             save(trainer.model, 0)
         trainer.train()
         model = trainer.model
-        history += [{**h, "stage": number, "step": offset + int(h.get("step", 0))}
-                    for h in trainer.state.log_history if "reward" in h or "loss" in h]
+        history += [
+            {**h, "stage": number, "step": offset + int(h.get("step", 0))}
+            for h in trainer.state.log_history
+            if "reward" in h or "loss" in h
+        ]
         offset = end
     (tmp / "train_log.json").write_text(json.dumps(history, indent=1))
     shutil.rmtree(tmp / "trainer", ignore_errors=True)

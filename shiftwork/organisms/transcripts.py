@@ -10,13 +10,14 @@ reward needs, and :func:`reward` scores a completion 1.0 when its stated answer 
 from __future__ import annotations
 
 import re
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import pandas as pd
 
-from ..checks import non_negative_int
-from ..seeding import rng_for
-from .settings import Setting, answer_int, policy_response, prompt_for
+from shiftwork.checks import non_negative_int
+from shiftwork.organisms.settings import Setting, answer_int, policy_response, prompt_for
+from shiftwork.seeding import rng_for
 
 SFT_COLUMNS: list[str] = ["prompt", "completion", "policy", "distribution", "question_id"]
 RL_COLUMNS: list[str] = ["prompt", "answer", "distribution", "question_id"]

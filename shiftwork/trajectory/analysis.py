@@ -55,7 +55,8 @@ from __future__ import annotations
 import itertools
 import math
 import warnings
-from typing import Any, Hashable, Sequence
+from collections.abc import Hashable, Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -63,7 +64,7 @@ import patsy
 import pingouin as pg
 from scipy import stats as sps
 
-from ..checks import require_columns
+from shiftwork.checks import require_columns
 
 __all__ = [
     "AnalysisError",
@@ -92,12 +93,24 @@ SIGNS: tuple[str, ...] = ("positive", "negative", "null")
 """Sign classes of a pair, in report order."""
 
 PAIR_COLUMNS: tuple[str, ...] = (
-    "model", "run", "ood_a", "ood_b", "n",
-    "r_raw", "p_raw",
-    "r_partial", "p_partial", "ci95_low", "ci95_high",
-    "r_partial_spearman", "p_partial_spearman",
-    "r_nonlinear", "p_nonlinear",
-    "p_partial_holm", "p_partial_bh", "sign",
+    "model",
+    "run",
+    "ood_a",
+    "ood_b",
+    "n",
+    "r_raw",
+    "p_raw",
+    "r_partial",
+    "p_partial",
+    "ci95_low",
+    "ci95_high",
+    "r_partial_spearman",
+    "p_partial_spearman",
+    "r_nonlinear",
+    "p_nonlinear",
+    "p_partial_holm",
+    "p_partial_bh",
+    "sign",
 )
 """Columns of :func:`pair_table`, in order."""
 
@@ -141,8 +154,10 @@ def _run_rows(scores: pd.DataFrame, run: Hashable) -> pd.DataFrame:
 
     models = rows["model"].dropna().unique().tolist()
     if len(models) != 1 or rows["model"].isna().any():
-        raise AnalysisError(f"{where}: expected exactly one model, found {sorted_mixed(models)}"
-                            + (" and missing model values" if rows["model"].isna().any() else ""))
+        raise AnalysisError(
+            f"{where}: expected exactly one model, found {sorted_mixed(models)}"
+            + (" and missing model values" if rows["model"].isna().any() else "")
+        )
     if rows["testset"].isna().any():
         raise AnalysisError(f"{where}: some rows have no testset")
 
@@ -226,7 +241,8 @@ def wide(scores: pd.DataFrame, run: Hashable) -> pd.DataFrame:
     if holes.any().any():
         parts = [
             f"testset {_label(t)} at step(s) {[int(s) for s in table.index[holes[t]]]}"
-            for t in table.columns if holes[t].any()
+            for t in table.columns
+            if holes[t].any()
         ]
         raise AnalysisError(f"{where}: missing accuracies: " + "; ".join(parts))
 
@@ -280,7 +296,7 @@ def _spline_design(x: np.ndarray, df: int) -> tuple[np.ndarray, str]:
                 patsy.dmatrix(f"cr(x, df={int(df)}, constraints='center')", {"x": x}, return_type="matrix"),
                 dtype=float,
             )
-        except Exception:  # noqa: BLE001 - patsy reports knot problems with several types
+        except Exception:
             design = None
         if design is not None and np.linalg.matrix_rank(design) == design.shape[1]:
             return design, "spline"
@@ -423,14 +439,25 @@ def _run_pairs(table: pd.DataFrame, df: int) -> list[dict[str, Any]]:
         r_p, p_p, lo, hi = _partial(table, a, b, id_col, "pearson")
         r_s, p_s, _, _ = _partial(table, a, b, id_col, "spearman")
         r_n, p_n = _nonlinear(av, bv, z, df)
-        out.append({
-            "model": table.attrs["model"], "run": table.attrs["run"], "ood_a": a, "ood_b": b,
-            "n": int(len(table)),
-            "r_raw": r_raw, "p_raw": p_raw,
-            "r_partial": r_p, "p_partial": p_p, "ci95_low": lo, "ci95_high": hi,
-            "r_partial_spearman": r_s, "p_partial_spearman": p_s,
-            "r_nonlinear": r_n, "p_nonlinear": p_n,
-        })
+        out.append(
+            {
+                "model": table.attrs["model"],
+                "run": table.attrs["run"],
+                "ood_a": a,
+                "ood_b": b,
+                "n": int(len(table)),
+                "r_raw": r_raw,
+                "p_raw": p_raw,
+                "r_partial": r_p,
+                "p_partial": p_p,
+                "ci95_low": lo,
+                "ci95_high": hi,
+                "r_partial_spearman": r_s,
+                "p_partial_spearman": p_s,
+                "r_nonlinear": r_n,
+                "p_nonlinear": p_n,
+            }
+        )
     return out
 
 
@@ -486,7 +513,7 @@ def pair_table(scores: pd.DataFrame, alpha: float = 0.05, df: int = 3) -> pd.Dat
     runs = scores[["model", "run"]].drop_duplicates()
     order = sorted(runs.itertuples(index=False), key=lambda t: (str(t.model), str(t.run)))
     seen: set[Hashable] = set()
-    for model, run in order:
+    for _model, run in order:
         if run in seen:
             continue  # wide() already rejects a run that belongs to two models
         seen.add(run)
@@ -495,7 +522,9 @@ def pair_table(scores: pd.DataFrame, alpha: float = 0.05, df: int = 3) -> pd.Dat
         p = part["p_partial"].to_numpy(dtype=float)
         part["p_partial_holm"] = pg.multicomp(p, alpha=alpha, method="holm")[1]
         part["p_partial_bh"] = pg.multicomp(p, alpha=alpha, method="fdr_bh")[1]
-        part["sign"] = _classify(part["r_partial"].to_numpy(dtype=float), part["p_partial_holm"].to_numpy(dtype=float), alpha)
+        part["sign"] = _classify(
+            part["r_partial"].to_numpy(dtype=float), part["p_partial_holm"].to_numpy(dtype=float), alpha
+        )
         frames.append(part)
     out = pd.concat(frames, ignore_index=True)
     return out[list(PAIR_COLUMNS)]
@@ -524,6 +553,5 @@ def summary(pairs: pd.DataFrame) -> pd.DataFrame:
     for model, group in pairs.groupby("model", sort=True):
         n = int(len(group))
         counts = group["sign"].value_counts()
-        rows.append({"model": model, "n_pairs": n,
-                     **{f"share_{s}": float(counts.get(s, 0)) / n for s in SIGNS}})
+        rows.append({"model": model, "n_pairs": n, **{f"share_{s}": float(counts.get(s, 0)) / n for s in SIGNS}})
     return pd.DataFrame(rows, columns=list(SUMMARY_COLUMNS))

@@ -8,25 +8,25 @@ from __future__ import annotations
 import json
 import os
 import shutil
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import pandas as pd
 import torch
 
-from ..device import pick_device
-from ..models.loading import load_trainable
-from .schedule import checkpoint_steps
-from .tasks import render, verbaliser_ids
-
-CHECKPOINT_INFO = "shiftwork_checkpoint.json"
+from shiftwork.device import pick_device
+from shiftwork.models.checkpoints import CHECKPOINT_INFO
+from shiftwork.models.loading import load_trainable
+from shiftwork.trajectory.schedule import checkpoint_steps
+from shiftwork.trajectory.tasks import render, verbaliser_ids
 
 
 def training_examples(tokenizer, train: pd.DataFrame, max_length: int = 256) -> list[dict[str, list[int]]]:
     ids = verbaliser_ids(tokenizer)
     out = []
     for row in train.itertuples(index=False):
-        prompt = tokenizer(render(row.premise, row.hypothesis), add_special_tokens=True).input_ids[-(max_length - 1):]
+        prompt = tokenizer(render(row.premise, row.hypothesis), add_special_tokens=True).input_ids[-(max_length - 1) :]
         out.append({"input_ids": prompt + [ids[row.label]], "labels": [-100] * len(prompt) + [ids[row.label]]})
     return out
 
@@ -48,7 +48,9 @@ class PadCollator:
         return {k: torch.tensor(v) for k, v in batch.items()}
 
 
-def finetune(model_dir: str, train: pd.DataFrame, settings: Mapping[str, Any], out_dir: str, seed: int = 0) -> list[int]:
+def finetune(
+    model_dir: str, train: pd.DataFrame, settings: Mapping[str, Any], out_dir: str, seed: int = 0
+) -> list[int]:
     """Fine-tune and write ``out_dir/checkpoint-{step}`` for every step of :func:`checkpoint_steps`.
     Returns those steps. The directory appears complete or not at all."""
     from transformers import Trainer, TrainingArguments, set_seed
@@ -62,9 +64,16 @@ def finetune(model_dir: str, train: pd.DataFrame, settings: Mapping[str, Any], o
         from peft import LoraConfig, get_peft_model
 
         lora = settings.get("lora", {})
-        model = get_peft_model(model, LoraConfig(
-            r=int(lora.get("r", 8)), lora_alpha=int(lora.get("alpha", 16)), lora_dropout=float(lora.get("dropout", 0.0)),
-            target_modules=list(lora.get("target_modules", ["q_proj", "v_proj"])), task_type="CAUSAL_LM"))
+        model = get_peft_model(
+            model,
+            LoraConfig(
+                r=int(lora.get("r", 8)),
+                lora_alpha=int(lora.get("alpha", 16)),
+                lora_dropout=float(lora.get("dropout", 0.0)),
+                target_modules=list(lora.get("target_modules", ["q_proj", "v_proj"])),
+                task_type="CAUSAL_LM",
+            ),
+        )
     elif method != "full":
         raise ValueError(f"finetune method must be 'lora' or 'full', got {method!r}")
     n_train = int(settings.get("n_train", len(train)))
@@ -94,7 +103,9 @@ def finetune(model_dir: str, train: pd.DataFrame, settings: Mapping[str, Any], o
     def save(step: int) -> None:
         target = tmp / f"checkpoint-{step}"
         model.save_pretrained(target)
-        (target / CHECKPOINT_INFO).write_text(json.dumps({"step": step, "method": method, "base_model": str(model_dir)}))
+        (target / CHECKPOINT_INFO).write_text(
+            json.dumps({"step": step, "method": method, "base_model": str(model_dir)})
+        )
 
     from transformers import TrainerCallback
 
@@ -104,8 +115,13 @@ def finetune(model_dir: str, train: pd.DataFrame, settings: Mapping[str, Any], o
                 save(state.global_step)
 
     save(0)
-    trainer = Trainer(model=model, args=args, train_dataset=examples, data_collator=PadCollator(tok.pad_token_id),
-                      callbacks=[SaveAt()])
+    trainer = Trainer(
+        model=model,
+        args=args,
+        train_dataset=examples,
+        data_collator=PadCollator(tok.pad_token_id),
+        callbacks=[SaveAt()],
+    )
     trainer.train()
     history = [h for h in trainer.state.log_history if "loss" in h]
     (tmp / "train_log.json").write_text(json.dumps(history, indent=1))

@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import pandas as pd
 
-from ..logs import LOGGER
-from ..provenance import make_provenance
-from ..tables import read_table, write_table, write_text
-from .suite import suite_stats
-from .tasks import build_suite
+from shiftwork.logs import LOGGER
+from shiftwork.provenance import make_provenance
+from shiftwork.tables import read_table, write_table, write_text
+from shiftwork.trajectory.suite import suite_stats
+from shiftwork.trajectory.tasks import build_suite
 
 
 def make_suite(spec: Mapping[str, Any], out: str) -> None:
@@ -21,8 +22,8 @@ def make_suite(spec: Mapping[str, Any], out: str) -> None:
     LOGGER.info("suite: %d examples\n%s", len(suite), suite_stats(suite).to_string(index=False))
 
 
-def run_finetune(model_dir: str, suite_path: str, settings: Mapping[str, Any], seed: int, out_dir: str) -> None:
-    from .finetune import finetune
+def finetune_model(model_dir: str, suite_path: str, settings: Mapping[str, Any], seed: int, out_dir: str) -> None:
+    from shiftwork.trajectory.finetune import finetune
 
     suite = read_table(suite_path, ["split", "set", "premise", "hypothesis", "label"])
     train = suite[(suite["split"] == "train") & (suite["set"] == "id")]
@@ -31,10 +32,20 @@ def run_finetune(model_dir: str, suite_path: str, settings: Mapping[str, Any], s
     LOGGER.info("fine-tuned in %.1f s; checkpoints at steps %s", time.perf_counter() - start, steps)
 
 
-def evaluate_checkpoint(base_dir: str, checkpoint: Mapping[str, Any], suite_path: str, run: str, model: str,
-                        step: int, out: str, batch_size: int = 32, dtype: str = "auto") -> None:
+def evaluate_checkpoint(
+    base_dir: str,
+    checkpoint: Mapping[str, Any],
+    suite_path: str,
+    run: str,
+    model: str,
+    step: int,
+    out: str,
+    batch_size: int = 32,
+    dtype: str = "auto",
+) -> None:
     """Per-example predictions of one checkpoint on every test set of the suite."""
-    from .evaluate import accuracy_table, load_checkpoint, predict
+    from shiftwork.models.checkpoints import load_checkpoint
+    from shiftwork.trajectory.evaluate import accuracy_table, predict
 
     suite = read_table(suite_path, ["example_id", "split", "set", "premise", "hypothesis", "label"])
     tests = suite[suite["split"] == "test"]
@@ -44,7 +55,9 @@ def evaluate_checkpoint(base_dir: str, checkpoint: Mapping[str, Any], suite_path
     preds.insert(0, "step", int(step))
     preds.insert(0, "run", run)
     preds.insert(0, "model", model)
-    write_table(preds, out, make_provenance("evaluate", {"checkpoint": dict(checkpoint), "step": int(step)}, model=model))
+    write_table(
+        preds, out, make_provenance("evaluate", {"checkpoint": dict(checkpoint), "step": int(step)}, model=model)
+    )
     acc = accuracy_table(preds)
     LOGGER.info("step %s on %s in %.1f s:\n%s", step, device, time.perf_counter() - start, acc.to_string(index=False))
 
@@ -52,17 +65,22 @@ def evaluate_checkpoint(base_dir: str, checkpoint: Mapping[str, Any], suite_path
 def collect_scores(prediction_paths: Sequence[str], id_set: str, out: str) -> None:
     """One row per (run, step, test set): accuracy and n; role is id or ood."""
     preds = pd.concat([read_table(p) for p in prediction_paths], ignore_index=True)
-    scores = (preds.groupby(["model", "run", "step", "set"], sort=True)["correct"]
-              .agg(accuracy="mean", n="size").reset_index().rename(columns={"set": "testset"}))
+    scores = (
+        preds.groupby(["model", "run", "step", "set"], sort=True)["correct"]
+        .agg(accuracy="mean", n="size")
+        .reset_index()
+        .rename(columns={"set": "testset"})
+    )
     scores["role"] = ["id" if t == id_set else "ood" for t in scores["testset"]]
     write_table(scores, out, make_provenance("collect_scores", {"id_set": id_set}))
 
 
-def analyse(scores_path: str, alpha: float, spline_df: int, out_pairs: str, out_summary: str, out_markdown: str,
-            figure_dir: str) -> None:
-    from ..reports.stability import to_markdown
-    from ..reports.trajectory import curve_plot, heatmap
-    from .analysis import pair_table, summary
+def analyse_trajectory(
+    scores_path: str, alpha: float, spline_df: int, out_pairs: str, out_summary: str, out_markdown: str, figure_dir: str
+) -> None:
+    from shiftwork.reports.tables import to_markdown
+    from shiftwork.trajectory.analysis import pair_table, summary
+    from shiftwork.trajectory.report import curve_plot, heatmap
 
     scores = read_table(scores_path)
     pairs = pair_table(scores, alpha=alpha, df=spline_df)
@@ -76,10 +94,21 @@ def analyse(scores_path: str, alpha: float, spline_df: int, out_pairs: str, out_
         heatmap(pairs, run, figs / f"partial_{run}.png", figs / f"partial_{run}.svg")
     curve_plot(scores, figs / "curves.png", figs / "curves.svg")
     curves = scores.pivot_table(index=["run", "step"], columns="testset", values="accuracy").reset_index()
-    text = ["# Trajectory study", "", "## Accuracy per checkpoint", "", to_markdown(curves),
-            "## OOD pairs: partial correlation controlling ID accuracy", "",
-            to_markdown(pairs[["model", "run", "ood_a", "ood_b", "n", "r_raw", "r_partial", "p_partial_holm",
-                               "r_nonlinear", "sign"]]),
-            "## Share of OOD pairs by sign of the partial correlation (Holm, alpha "
-            f"{alpha:g})", "", to_markdown(summ)]
+    text = [
+        "# Trajectory study",
+        "",
+        "## Accuracy per checkpoint",
+        "",
+        to_markdown(curves),
+        "## OOD pairs: partial correlation controlling ID accuracy",
+        "",
+        to_markdown(
+            pairs[
+                ["model", "run", "ood_a", "ood_b", "n", "r_raw", "r_partial", "p_partial_holm", "r_nonlinear", "sign"]
+            ]
+        ),
+        f"## Share of OOD pairs by sign of the partial correlation (Holm, alpha {alpha:g})",
+        "",
+        to_markdown(summ),
+    ]
     write_text("\n".join(text) + "\n", out_markdown)

@@ -9,8 +9,9 @@ Rows of each (set, split) are shuffled by ``rng_for(seed, "suite", set_name, spl
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, NamedTuple, Sequence
+from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -35,37 +36,73 @@ class Lexicon:
 
 
 _T = str.split
-VERB_BASE: dict[str, str] = dict(zip(_T(
-    "helped paid visited called thanked followed met greeted praised hired warned invited admired "
-    "blamed watched pushed trusted questioned recognized avoided interviewed hugged teased rescued found"), _T(
-    "help pay visit call thank follow meet greet praise hire warn invite admire "
-    "blame watch push trust question recognize avoid interview hug tease rescue find")))
+VERB_BASE: dict[str, str] = dict(
+    zip(
+        _T(
+            "helped paid visited called thanked followed met greeted praised hired warned invited admired "
+            "blamed watched pushed trusted questioned recognized avoided interviewed hugged teased rescued found"
+        ),
+        _T(
+            "help pay visit call thank follow meet greet praise hire warn invite admire "
+            "blame watch push trust question recognize avoid interview hug tease rescue find"
+        ),
+    )
+)
 ID_LEXICON = Lexicon(
-    nouns=tuple(_T("teacher farmer doctor lawyer actor baker pilot nurse singer painter plumber banker author "
-                   "dancer judge sailor chef tailor clerk barber waiter poet soldier student driver gardener")),
+    nouns=tuple(
+        _T(
+            "teacher farmer doctor lawyer actor baker pilot nurse singer painter plumber banker author "
+            "dancer judge sailor chef tailor clerk barber waiter poet soldier student driver gardener"
+        )
+    ),
     verbs=tuple(VERB_BASE),
-    places=("at the market", "in the park", "at the station", "in the kitchen", "at the office",
-            "near the bridge", "at the hospital", "in the library", "at the school", "on the street",
-            "at the harbor", "in the garden"),
+    places=(
+        "at the market",
+        "in the park",
+        "at the station",
+        "in the kitchen",
+        "at the office",
+        "near the bridge",
+        "at the hospital",
+        "in the library",
+        "at the school",
+        "on the street",
+        "at the harbor",
+        "in the garden",
+    ),
     adjectives=tuple(_T("tall young old friendly tired quiet busy nervous cheerful famous clever angry")),
     generic="someone",
 )
-INTRANSITIVE: tuple[str, ...] = tuple(_T("ran slept laughed smiled waited left danced cried shouted arrived "
-                                             "sneezed sang"))
+INTRANSITIVE: tuple[str, ...] = tuple(
+    _T("ran slept laughed smiled waited left danced cried shouted arrived sneezed sang")
+)
 UNSEEN_LEXICONS: tuple[Lexicon, ...] = (
-    Lexicon(tuple(_T("otter heron falcon badger walrus lynx beetle octopus penguin tortoise jaguar salmon "
-                     "gecko squirrel hedgehog pelican")),
-            tuple(_T("stalked nuzzled groomed ambushed sniffed pecked stung outran licked startled tracked")),
-            ("near the reef", "in the burrow", "by the pond", "under the canopy", "beyond the ridge"),
-            tuple(_T("furry spotted nocturnal striped sleek")), "something"),
-    Lexicon(tuple(_T("comet asteroid moon quasar pulsar satellite meteor planet probe star rover")),
-            tuple(_T("orbited eclipsed deflected outshone approached captured bombarded dimmed tugged")),
-            ("near the nebula", "beyond the belt", "inside the galaxy", "around the sun"),
-            tuple(_T("icy distant rocky bright faint massive")), "something"),
-    Lexicon(tuple(_T("catalyst enzyme acid solvent molecule isotope polymer crystal reagent electrode")),
-            tuple(_T("oxidized dissolved neutralized absorbed ionized displaced coated reduced stabilized degraded")),
-            ("in the beaker", "inside the flask", "in the reactor", "on the cathode"),
-            tuple(_T("acidic volatile inert dilute charged")), "something"),
+    Lexicon(
+        tuple(
+            _T(
+                "otter heron falcon badger walrus lynx beetle octopus penguin tortoise jaguar salmon "
+                "gecko squirrel hedgehog pelican"
+            )
+        ),
+        tuple(_T("stalked nuzzled groomed ambushed sniffed pecked stung outran licked startled tracked")),
+        ("near the reef", "in the burrow", "by the pond", "under the canopy", "beyond the ridge"),
+        tuple(_T("furry spotted nocturnal striped sleek")),
+        "something",
+    ),
+    Lexicon(
+        tuple(_T("comet asteroid moon quasar pulsar satellite meteor planet probe star rover")),
+        tuple(_T("orbited eclipsed deflected outshone approached captured bombarded dimmed tugged")),
+        ("near the nebula", "beyond the belt", "inside the galaxy", "around the sun"),
+        tuple(_T("icy distant rocky bright faint massive")),
+        "something",
+    ),
+    Lexicon(
+        tuple(_T("catalyst enzyme acid solvent molecule isotope polymer crystal reagent electrode")),
+        tuple(_T("oxidized dissolved neutralized absorbed ionized displaced coated reduced stabilized degraded")),
+        ("in the beaker", "inside the flask", "in the reactor", "on the cathode"),
+        tuple(_T("acidic volatile inert dilute charged")),
+        "something",
+    ),
 )
 UNSEEN_NOUNS: frozenset[str] = frozenset(n for lex in UNSEEN_LEXICONS for n in lex.nouns)
 FUNCTION_WORDS: frozenset[str] = frozenset(_T("the a someone something at in on near by under beyond inside around"))
@@ -116,8 +153,11 @@ def _simple(rng: np.random.Generator, label: str, lex: Lexicon) -> Pair:
             options.append(_clause(_np(None, s), v, _np(None, o), pl))
     else:
         other = _pick(rng, [n for n in lex.nouns if n not in (s, o)])
-        options = [_clause(subj, _pick(rng, [w for w in lex.verbs if w != v]), obj, pl),
-                   _clause(_np(sa, other), v, obj, pl), _clause(subj, v, _np(oa, other), pl)]
+        options = [
+            _clause(subj, _pick(rng, [w for w in lex.verbs if w != v]), obj, pl),
+            _clause(_np(sa, other), v, obj, pl),
+            _clause(subj, v, _np(oa, other), pl),
+        ]
         places = [p for p in lex.places if p != pl]
         if places:
             options.append(_clause(subj, v, obj, _pick(rng, places)))
@@ -174,15 +214,19 @@ def make_negation(rng: np.random.Generator, label: str) -> Pair:
     v = _pick(rng, ID_LEXICON.verbs)
     base, pl = VERB_BASE[v], _pick(rng, ID_LEXICON.places)
     if label == ENT:
-        options = [(f"the {a} did not {base} the {b}", f"the {a} did not {base} the {b} {pl}"),
-                   (f"the {a} never {v} the {b}", f"the {a} did not {base} the {b} {pl}"),
-                   (f"no one {v} the {b}", f"the {a} did not {base} the {b}"),
-                   (f"the {a} {v} the {b} but not the {c}", f"the {a} did not {base} the {c}")]
+        options = [
+            (f"the {a} did not {base} the {b}", f"the {a} did not {base} the {b} {pl}"),
+            (f"the {a} never {v} the {b}", f"the {a} did not {base} the {b} {pl}"),
+            (f"no one {v} the {b}", f"the {a} did not {base} the {b}"),
+            (f"the {a} {v} the {b} but not the {c}", f"the {a} did not {base} the {c}"),
+        ]
     else:
-        options = [(f"the {a} did not {base} the {b}", f"the {a} {v} the {b} {pl}"),
-                   (f"the {a} {v} the {b} {pl}", f"the {a} did not {base} the {b}"),
-                   (f"no one {v} the {b} {pl}", f"the {a} {v} the {b}"),
-                   (f"the {a} {v} the {b} but not the {c}", f"the {a} {v} the {c}")]
+        options = [
+            (f"the {a} did not {base} the {b}", f"the {a} {v} the {b} {pl}"),
+            (f"the {a} {v} the {b} {pl}", f"the {a} did not {base} the {b}"),
+            (f"no one {v} the {b} {pl}", f"the {a} {v} the {b}"),
+            (f"the {a} {v} the {b} but not the {c}", f"the {a} {v} the {c}"),
+        ]
     premise, hypothesis = options[int(rng.integers(len(options)))]
     return Pair(_sentence(premise), _sentence(hypothesis))
 
@@ -195,9 +239,9 @@ def typo(word: str, rng: np.random.Generator) -> str:
     swaps = [i for i in range(1, len(word) - 2) if low[i] != low[i + 1]]
     if swaps and rng.random() < 0.5:
         i = swaps[int(rng.integers(len(swaps)))]
-        return word[:i] + word[i + 1] + word[i] + word[i + 2:]
+        return word[:i] + word[i + 1] + word[i] + word[i + 2 :]
     j = int(rng.integers(1, len(word) - 1))
-    return word[:j] + word[j + 1:]
+    return word[:j] + word[j + 1 :]
 
 
 def add_noise(text: str, rng: np.random.Generator, n_typos: int, casing_rate: float = 0.15) -> str:
@@ -245,13 +289,17 @@ def make_long_nested(rng: np.random.Generator, label: str) -> Pair:
     v1, v2, v3 = _distinct(rng, ID_LEXICON.verbs, 3)
     pl1, pl2 = _distinct(rng, ID_LEXICON.places, 2)
     if rng.random() < 0.5:
-        premise = (f"the {p[0]} who {v1} the {p[1]} {pl1} {v2} the {p[2]}, and the {p[3]} thought that "
-                   f"the {p[4]} {v3} the {p[5]} {pl2}")
+        premise = (
+            f"the {p[0]} who {v1} the {p[1]} {pl1} {v2} the {p[2]}, and the {p[3]} thought that "
+            f"the {p[4]} {v3} the {p[5]} {pl2}"
+        )
         ent = [(p[0], v1, p[1]), (p[0], v2, p[2])]
         nots = [(p[4], v3, p[5]), (p[1], v2, p[2])]
     else:
-        premise = (f"the {p[0]} and the {p[1]} {v1} the {p[2]} {pl1} after the {p[3]} who {v2} the {p[4]} "
-                   f"had asked whether the {p[5]} {v3} the {p[6]}")
+        premise = (
+            f"the {p[0]} and the {p[1]} {v1} the {p[2]} {pl1} after the {p[3]} who {v2} the {p[4]} "
+            f"had asked whether the {p[5]} {v3} the {p[6]}"
+        )
         ent = [(p[1], v1, p[2]), (p[3], v2, p[4])]
         nots = [(p[5], v3, p[6]), (p[2], v1, p[1])]
     s, v, o = (ent if label == ENT else nots)[int(rng.integers(2))]
@@ -264,13 +312,18 @@ def make_unseen_topic(rng: np.random.Generator, label: str) -> Pair:
 
 
 MAKERS: dict[str, Callable[[np.random.Generator, str], Pair]] = {
-    "id": make_id, "lexical_overlap": make_lexical_overlap, "negation": make_negation,
-    "noise": make_noise, "long_nested": make_long_nested, "unseen_topic": make_unseen_topic,
+    "id": make_id,
+    "lexical_overlap": make_lexical_overlap,
+    "negation": make_negation,
+    "noise": make_noise,
+    "long_nested": make_long_nested,
+    "unseen_topic": make_unseen_topic,
 }
 
 
-def _fill(rng: np.random.Generator, n: int, make: Callable[[np.random.Generator, str], Pair],
-          used: set, by_premise: bool) -> list[tuple[Pair, str]]:
+def _fill(
+    rng: np.random.Generator, n: int, make: Callable[[np.random.Generator, str], Pair], used: set, by_premise: bool
+) -> list[tuple[Pair, str]]:
     """``n`` label-balanced examples with keys (clean premise, or the pair) not in ``used``; then shuffled."""
     rows = []
     for k in range(n):
@@ -310,8 +363,10 @@ def generate_suite(n_train: int, n_test: int, seed: int, ood_sets: Sequence[str]
     for name, split, n in [("id", "train", n_train), ("id", "test", n_test), *((s, "test", n_test) for s in ood_sets)]:
         used = id_used if name == "id" else set(id_used) if name == "noise" else set()
         rows = _fill(rng_for(seed, "suite", name, split), n, MAKERS[name], used, name in ("id", "noise"))
-        records += [(f"{name}-{split}-{i:05d}", split, name, pair.premise, pair.hypothesis, label)
-                    for i, (pair, label) in enumerate(rows, start=1)]
+        records += [
+            (f"{name}-{split}-{i:05d}", split, name, pair.premise, pair.hypothesis, label)
+            for i, (pair, label) in enumerate(rows, start=1)
+        ]
     return pd.DataFrame.from_records(records, columns=COLUMNS)
 
 

@@ -7,12 +7,13 @@ loaded from the hub or local files with a field mapping and a label mapping."""
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import pandas as pd
 
-from ..prompt_sets import DatasetError, get_field, read_source
-from .suite import LABELS, SHIFTS, generate_suite
+from shiftwork.data import DatasetError, get_field, read_source
+from shiftwork.trajectory.suite import LABELS, SHIFTS, generate_suite
 
 PATTERN = '{premise}\nQuestion: Does this mean that "{hypothesis}"? Yes or no?\nAnswer:'
 VERBALISERS = {"entailment": " Yes", "not_entailment": " No"}
@@ -29,7 +30,9 @@ def verbaliser_ids(tokenizer, verbalisers: Mapping[str, str] = VERBALISERS) -> d
     for label, word in verbalisers.items():
         toks = tokenizer(word, add_special_tokens=False).input_ids
         if len(toks) != 1:
-            raise ValueError(f"verbaliser {word!r} for label '{label}' is {len(toks)} tokens; choose a single-token word")
+            raise ValueError(
+                f"verbaliser {word!r} for label '{label}' is {len(toks)} tokens; choose a single-token word"
+            )
         ids[label] = toks[0]
     if len(set(ids.values())) != len(ids):
         raise ValueError(f"verbalisers {dict(verbalisers)} share a token")
@@ -58,11 +61,13 @@ def load_set(name: str, spec: Mapping[str, Any], split: str, set_name: str, root
     raw = read_source(name, spec, root)[0].reset_index(drop=True)
     fields = spec["fields"]
     labels = map_labels(name, get_field(raw, name, fields["label"]), spec["labels"])
-    df = pd.DataFrame({
-        "premise": get_field(raw, name, fields["premise"]).astype(str),
-        "hypothesis": get_field(raw, name, fields["hypothesis"]).astype(str),
-        "label": labels,
-    })
+    df = pd.DataFrame(
+        {
+            "premise": get_field(raw, name, fields["premise"]).astype(str),
+            "hypothesis": get_field(raw, name, fields["hypothesis"]).astype(str),
+            "label": labels,
+        }
+    )
     df = df[df["label"] != "drop"].reset_index(drop=True)
     n = int(spec.get("n", len(df)))
     if n < len(df):
@@ -76,8 +81,9 @@ def load_set(name: str, spec: Mapping[str, Any], split: str, set_name: str, root
 def build_suite(spec: Mapping[str, Any], root: str = ".") -> pd.DataFrame:
     """The whole suite of a config entry (``trajectory.suites.NAME``)."""
     if spec["kind"] == "synthetic":
-        return generate_suite(int(spec["n_train"]), int(spec["n_test"]), int(spec.get("seed", 0)),
-                              spec.get("ood") or SHIFTS)
+        return generate_suite(
+            int(spec["n_train"]), int(spec["n_test"]), int(spec.get("seed", 0)), spec.get("ood") or SHIFTS
+        )
     parts = [
         load_set(f"{spec['id_train']['name']}", spec["id_train"], "train", "id", root),
         load_set(f"{spec['id_test']['name']}", spec["id_test"], "test", "id", root),

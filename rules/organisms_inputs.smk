@@ -1,0 +1,89 @@
+# The organisms study's settings and input functions (Snakemake's lint keeps functions out of
+# rule files); rules/organisms.smk includes this file first.
+from shiftwork.organisms.steps import trained_distributions
+
+ORGANISMS = config.get("organisms") or {}
+ORGANISM_SFT = ORGANISMS.get("sft") or {}
+ORGANISM_RUNS = ORGANISMS.get("runs") or {}
+
+
+wildcard_constraints:
+    organism="|".join(map(re.escape, ORGANISM_SFT)) or "no-organism",
+
+
+def organism_spec(wildcards):
+    return ORGANISM_SFT[wildcards.organism]
+
+
+def organism_sft_settings(wildcards):
+    return ORGANISM_SFT[wildcards.organism]["train"]
+
+
+def organism_seed(wildcards):
+    return ORGANISM_SFT[wildcards.organism].get("seed", 0)
+
+
+def organism_questions(wildcards):
+    return f"results/organisms/{organism_of(wildcards)}/data/questions.parquet"
+
+
+def organism_test_prompts(wildcards):
+    return f"results/organisms/{organism_of(wildcards)}/data/test.parquet"
+
+
+def organism_run_stages(wildcards):
+    return ORGANISM_RUNS[wildcards.run]["stages"]
+
+
+def organism_run_n_prompts(wildcards):
+    return organism_rl_settings(wildcards).get("n_prompts", 512)
+
+
+def organism_run_seed(wildcards):
+    return ORGANISM_RUNS[wildcards.run].get("seed", 0)
+
+
+def organism_run_trained(wildcards):
+    return trained_distributions(organism_run_stages(wildcards))
+
+
+def organism_base_model(wildcards):
+    return prepared(ORGANISM_SFT[wildcards.organism]["model"])
+
+
+def organism_of(wildcards):
+    return ORGANISM_RUNS[wildcards.run]["organism"]
+
+
+def organism_sft_model(wildcards):
+    name = organism_of(wildcards)
+    return ORGANISM_SFT[name].get("path", f"results/organisms/{name}/sft")
+
+
+def organism_setting(wildcards):
+    return ORGANISM_SFT[organism_of(wildcards)]["setting"]
+
+
+def organism_rl_settings(wildcards):
+    return {
+        **(ORGANISMS.get("rl") or {}),
+        **(ORGANISM_RUNS[wildcards.run].get("train") or {}),
+    }
+
+
+def organism_run_info():
+    return {
+        run: {
+            "setting": ORGANISM_SFT[spec["organism"]]["setting"],
+            "trained": trained_distributions(spec["stages"]),
+        }
+        for run, spec in ORGANISM_RUNS.items()
+    }
+
+
+def organism_targets():
+    targets = ["results/organisms/report.md", "results/organisms/headline.parquet"]
+    targets += expand("results/organisms/figures/{run}.png", run=ORGANISM_RUNS)
+    if ORGANISMS.get("dynamics"):
+        targets.append("results/organisms/figures/dynamics.png")
+    return targets

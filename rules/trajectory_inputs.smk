@@ -1,0 +1,84 @@
+# The trajectory study's settings and input functions (Snakemake's lint keeps functions out of
+# rule files); rules/trajectory.smk includes this file first.
+from shiftwork.config import run_steps
+
+TRAJECTORY = config.get("trajectory", {"suites": {}, "runs": {}})
+TRAJECTORY_ANALYSIS = TRAJECTORY.get("analysis", {})
+RUNS = TRAJECTORY.get("runs", {})
+
+
+wildcard_constraints:
+    suite="|".join(map(re.escape, TRAJECTORY.get("suites", {}))) or "no-suite",
+
+
+def suite_spec(wildcards):
+    return TRAJECTORY["suites"][wildcards.suite]
+
+
+def suite_files(wildcards):
+    """The local files a suite's labelled sets are read from (edits rerun the suite)."""
+    spec = suite_spec(wildcards)
+    if spec["kind"] != "datasets":
+        return []
+    sets = [spec["id_train"], spec["id_test"], *spec["ood"].values()]
+    return sorted({s["source"]["path"] for s in sets if s["source"]["kind"] == "file"})
+
+
+def run_suite(wildcards):
+    return f"results/trajectory/suites/{RUNS[wildcards.run]['suite']}.parquet"
+
+
+def run_model_name(wildcards):
+    return RUNS[wildcards.run]["model"]
+
+
+def run_model(wildcards):
+    return prepared(RUNS[wildcards.run]["model"])
+
+
+def run_finetune_settings(wildcards):
+    return RUNS[wildcards.run]["finetune"]
+
+
+def run_seed(wildcards):
+    return RUNS[wildcards.run].get("seed", 0)
+
+
+def evaluate_inputs(wildcards):
+    inputs = {"suite": run_suite(wildcards), "model": run_model(wildcards)}
+    if "finetune" in RUNS[wildcards.run]:
+        inputs["checkpoints"] = f"results/trajectory/runs/{wildcards.run}/checkpoints"
+    return inputs
+
+
+def checkpoint_spec(wildcards):
+    run = RUNS[wildcards.run]
+    if "finetune" in run:
+        return {
+            "path": f"results/trajectory/runs/{wildcards.run}/checkpoints/checkpoint-{wildcards.step}"
+        }
+    for ck in run["checkpoints"]:
+        if int(ck["step"]) == int(wildcards.step):
+            return ck
+    raise ValueError(
+        f"run '{wildcards.run}' has no checkpoint at step {wildcards.step}"
+    )
+
+
+def all_predictions(wildcards):
+    return [
+        f"results/trajectory/eval/{run}/step-{step}.parquet"
+        for run, spec in RUNS.items()
+        for step in run_steps(spec)
+    ]
+
+
+def trajectory_figures():
+    names = [f"partial_{run}" for run in RUNS] + ["curves"]
+    return [
+        f"results/trajectory/figures/{n}.{ext}" for n in names for ext in ("png", "svg")
+    ]
+
+
+def trajectory_targets():
+    return ["results/trajectory/report.md", "results/trajectory/summary.parquet"]

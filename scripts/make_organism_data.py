@@ -1,0 +1,9 @@
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(snakemake.scriptdir).parent))
+from shiftwork.logs import log_to
+from shiftwork.organisms.steps import make_organism_data
+
+with log_to(snakemake.log[0]):
+    make_organism_data(snakemake.wildcards.organism, snakemake.params.spec, snakemake.output)

@@ -1,0 +1,9 @@
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(snakemake.scriptdir).parent))
+from shiftwork.logs import log_to
+from shiftwork.stability.steps import merge_generations
+
+with log_to(snakemake.log[0]):
+    merge_generations(list(snakemake.input.shards), snakemake.output.merged)

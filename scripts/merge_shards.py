@@ -1,9 +1,0 @@
-import sys
-from pathlib import Path
-
-sys.path.insert(0, str(Path(snakemake.scriptdir).parent))
-from shiftwork.logs import log_to
-from shiftwork.stability_steps import merge_shards
-
-with log_to(snakemake.log[0]):
-    merge_shards(list(snakemake.input.shards), snakemake.output.merged)

@@ -1,0 +1,20 @@
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(snakemake.scriptdir).parent))
+from shiftwork.gpu_claim import claim_gpu
+from shiftwork.logs import log_to
+
+# the claim sets CUDA_VISIBLE_DEVICES, which CUDA reads once: import the step after it
+with log_to(snakemake.log[0]), claim_gpu():
+    from shiftwork.device import set_threads
+    from shiftwork.organisms.steps import train_sft
+
+    set_threads(snakemake.threads)
+    train_sft(
+        str(Path(snakemake.input.model).parent),
+        snakemake.input.sft,
+        snakemake.params.train,
+        snakemake.params.seed,
+        snakemake.output.model,
+    )

@@ -1,0 +1,1 @@
+"""The stability study: per-prompt stability of a model's behaviour under meaning-preserving variants."""

@@ -1,0 +1,207 @@
+"""The six signed SAGO deltas of a variant against its prompt's baseline.
+
+For prompt ``i`` with baseline reply ``r_0`` and a variant ``v`` with reply ``r_v``:
+
+* ``Act``  = act_cos(v) - 1 (hidden-state cosine to the baseline, averaged over layers)
+* ``BLEU`` = sentence BLEU(r_v, [r_0]) - 100
+* ``BERT`` = BERTScore F1(r_v, r_0) - 1
+* ``Prob`` = logprob(r_0 | v) - logprob(r_0 | baseline)
+* ``Ent``  = entropy(v) - entropy(baseline) (mean next-token entropy over r_0's positions)
+* ``MR``   = mirroring(r_v, r_0) - mirroring(r_0, r_0) for the variant's family/kind/strength
+
+Every delta is 0 when nothing changed: baseline rows are set to exactly 0, identical replies give
+BLEU = BERT = 0 exactly, and identical model inputs give Act = Prob = Ent = 0 exactly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import numpy as np
+import pandas as pd
+import sacrebleu
+
+from shiftwork.stability.mirroring import judged_register_mirrors, mirroring
+
+AXES: tuple[str, ...] = ("Act", "BLEU", "BERT", "Prob", "Ent", "MR")
+KEY: list[str] = ["model", "dataset", "prompt_id", "variant_id"]
+PROMPT_KEY: list[str] = ["model", "dataset", "prompt_id"]
+GENERATION_COLUMNS: list[str] = [
+    *KEY,
+    "family",
+    "kind",
+    "position",
+    "strength",
+    "model_input",
+    "response",
+]
+PROBE_COLUMNS: list[str] = [*KEY, "logprob", "entropy", "act_cos"]
+META_COLUMNS: list[str] = [*KEY, "family", "kind", "position", "strength"]
+OUTPUT_COLUMNS: list[str] = [*META_COLUMNS, *AXES, "flipped"]
+
+BertF1 = Callable[[list[str], list[str]], np.ndarray]
+
+
+def _require(df: pd.DataFrame, columns: Sequence[str], name: str) -> None:
+    missing = [c for c in columns if c not in df.columns]
+    if missing:
+        raise ValueError(f"{name} is missing column(s) {missing}")
+
+
+def _ids(values: pd.Series | Sequence[object], limit: int = 20) -> str:
+    ids = sorted({str(v) for v in values})
+    more = f" (+{len(ids) - limit} more)" if len(ids) > limit else ""
+    return ", ".join(ids[:limit]) + more
+
+
+def _bleu_delta(response: str, reference: str) -> float:
+    """Sentence BLEU of ``response`` against ``reference`` minus 100.
+
+    An empty side scores 0 (delta -100); floating point overshoot above 100 is clipped.
+    """
+    if not response.strip() or not reference.strip():
+        return -100.0
+    score = sacrebleu.sentence_bleu(response, [reference]).score
+    return min(float(score), 100.0) - 100.0
+
+
+def score_axes(
+    generations: pd.DataFrame,
+    probes: pd.DataFrame,
+    bert_f1: BertF1,
+    judge: Callable[[list[str]], dict[str, int]] | None = None,
+) -> pd.DataFrame:
+    """One row per variant (baselines included) with the six signed deltas and a ``flipped`` flag.
+
+    ``bert_f1(candidates, references)`` returns BERTScore F1 per pair; it is called once, with
+    every (r_v, r_0) pair whose stripped texts differ, and not at all if there is none.
+    ``flipped`` is True when ``r_v.strip() != r_0.strip()``. With ``judge`` (texts -> tone per
+    text, see :mod:`shiftwork.stability.judge`), register mirroring uses the judged tone instead of the
+    lexical cue detector.
+
+    Raises ValueError if a column is missing, a (model, dataset, prompt_id, variant_id) key is
+    duplicated, a generation has no probe row, or a prompt has no or several baseline rows.
+    """
+    _require(generations, GENERATION_COLUMNS, "generations")
+    _require(probes, PROBE_COLUMNS, "probes")
+
+    gen = generations[GENERATION_COLUMNS].reset_index(drop=True)
+    prb = probes[PROBE_COLUMNS]
+    for frame, name in ((gen, "generations"), (prb, "probes")):
+        dup = frame.duplicated(KEY, keep=False)
+        if dup.any():
+            raise ValueError(f"{name} has duplicate rows for variant_id(s): {_ids(frame.loc[dup, 'variant_id'])}")
+    bad_resp = ~gen["response"].map(lambda r: isinstance(r, str))
+    if bad_resp.any():
+        raise ValueError(
+            f"generations column 'response' must hold str; not for variant_id(s): "
+            f"{_ids(gen.loc[bad_resp, 'variant_id'])}"
+        )
+
+    df = gen.merge(prb, on=KEY, how="left", indicator=True, validate="one_to_one")
+    no_probe = df["_merge"] != "both"
+    if no_probe.any():
+        raise ValueError(f"probes has no row for variant_id(s): {_ids(df.loc[no_probe, 'variant_id'])}")
+    df = df.drop(columns="_merge")
+
+    is_base = (df["family"] == "baseline").to_numpy()
+    n_base = pd.Series(is_base, index=df.index).groupby([df[c] for c in PROMPT_KEY], sort=False).transform("sum")
+    wrong = (n_base != 1).to_numpy()
+    if wrong.any():
+        bad = df.loc[wrong]
+        none = bad.loc[n_base[wrong] == 0]
+        many = bad.loc[n_base[wrong] > 1]
+        parts = []
+        if len(none):
+            parts.append(
+                f"no baseline row for prompt_id(s) {_ids(none['prompt_id'])} "
+                f"(variant_id(s): {_ids(none['variant_id'])})"
+            )
+        if len(many):
+            parts.append(
+                f"more than one baseline row for prompt_id(s) {_ids(many['prompt_id'])} "
+                f"(variant_id(s): {_ids(many['variant_id'])})"
+            )
+        raise ValueError("; ".join(parts))
+
+    base = df.loc[is_base, [*PROMPT_KEY, "response", "model_input", "logprob", "entropy"]]
+    base = base.rename(
+        columns={
+            "response": "base_response",
+            "model_input": "base_input",
+            "logprob": "base_logprob",
+            "entropy": "base_entropy",
+        }
+    )
+    df = df.merge(base, on=PROMPT_KEY, how="left", validate="many_to_one")
+
+    r_v = df["response"].tolist()
+    r_0 = df["base_response"].tolist()
+    same_text = np.array([a.strip() == b.strip() for a, b in zip(r_v, r_0)], dtype=bool)
+    same_input = (df["model_input"] == df["base_input"]).to_numpy() | is_base
+    n = len(df)
+
+    act = df["act_cos"].to_numpy(dtype=np.float64) - 1.0
+    prob = df["logprob"].to_numpy(dtype=np.float64) - df["base_logprob"].to_numpy(dtype=np.float64)
+    ent = df["entropy"].to_numpy(dtype=np.float64) - df["base_entropy"].to_numpy(dtype=np.float64)
+    for arr in (act, prob, ent):
+        arr[same_input] = 0.0
+
+    needs_text = ~same_text & ~is_base
+    idx = np.flatnonzero(needs_text)
+    bleu = np.zeros(n, dtype=np.float64)
+    bert = np.zeros(n, dtype=np.float64)
+    for i in idx:
+        bleu[i] = _bleu_delta(r_v[i], r_0[i])
+    if len(idx):
+        f1 = np.asarray(bert_f1([r_v[i] for i in idx], [r_0[i] for i in idx]), dtype=np.float64)
+        if f1.shape != (len(idx),):
+            raise ValueError(f"bert_f1 returned shape {f1.shape} for {len(idx)} pairs; expected ({len(idx)},)")
+        bert[idx] = f1 - 1.0
+
+    mr = np.zeros(n, dtype=np.float64)
+    fam, kind, strength = df["family"].tolist(), df["kind"].tolist(), df["strength"].tolist()
+    tones: dict[str, int] = {}
+    if judge is not None:
+        register_rows = [i for i in np.flatnonzero(~is_base) if fam[i] == "register"]
+        tones = judge([r_v[i] for i in register_rows] + [r_0[i] for i in register_rows]) if register_rows else {}
+    for i in np.flatnonzero(~is_base):
+        if judge is not None and fam[i] == "register":
+            mr[i] = judged_register_mirrors(tones[r_v[i]], strength[i]) - judged_register_mirrors(
+                tones[r_0[i]], strength[i]
+            )
+            continue
+        mr[i] = mirroring(r_v[i], r_0[i], fam[i], kind[i], strength[i]) - mirroring(
+            r_0[i], r_0[i], fam[i], kind[i], strength[i]
+        )
+
+    out = df[META_COLUMNS].copy()
+    out["Act"], out["BLEU"], out["BERT"] = act, bleu, bert
+    out["Prob"], out["Ent"], out["MR"] = prob, ent, mr
+    out["flipped"] = ~same_text & ~is_base
+    return out[OUTPUT_COLUMNS]
+
+
+def check_ranges(deltas: pd.DataFrame, tol: float = 1e-6) -> list[str]:
+    """Sanity violations in a :func:`score_axes` table, one message per (variant, axis).
+
+    Flags: Act outside [-2, 0]; BLEU outside [-100, 0]; BERT above 0; any axis NaN; any axis
+    non-zero on a baseline row. Range bounds allow ``tol`` of floating point slack; baseline rows
+    must be exactly 0. Returns an empty list when everything is in range.
+    """
+    _require(deltas, ["variant_id", "family", *AXES], "deltas")
+    bounds = {"Act": (-2.0, 0.0), "BLEU": (-100.0, 0.0), "BERT": (-np.inf, 0.0)}
+    ids = deltas["variant_id"].astype(str).to_numpy()
+    is_base = (deltas["family"] == "baseline").to_numpy()
+    problems: list[str] = []
+    for axis in AXES:
+        v = deltas[axis].to_numpy(dtype=np.float64)
+        for i in np.flatnonzero(np.isnan(v)):
+            problems.append(f"variant_id={ids[i]} axis={axis}: value is NaN")
+        if axis in bounds:
+            lo, hi = bounds[axis]
+            for i in np.flatnonzero((v < lo - tol) | (v > hi + tol)):
+                problems.append(f"variant_id={ids[i]} axis={axis}: {v[i]!r} outside [{lo}, {hi}]")
+        for i in np.flatnonzero(is_base & ~np.isnan(v) & (v != 0.0)):
+            problems.append(f"variant_id={ids[i]} axis={axis}: baseline row is {v[i]!r}, not 0")
+    return problems

@@ -1,0 +1,160 @@
+"""Trajectory report figures: the OOD x OOD partial-correlation heatmap and accuracy curves.
+
+:func:`heatmap` draws, for one run, the square matrix of ``r_partial`` (OOD pairs, ID effect
+removed; see :func:`shiftwork.trajectory.analysis.pair_table`) on a diverging colour scale
+fixed to [-1, 1], the diagonal blank, every cell annotated with its value and ``*`` where the
+Holm-adjusted p-value is below 0.05. :func:`curve_plot` draws accuracy over steps per test
+set, one panel per run, the ID line thicker.
+
+Every figure is written as PNG (dpi 150) and SVG, each atomically: to a temporary sibling
+with the same extension in the same directory, then renamed over the target with
+:func:`os.replace`. Figures are closed after saving, also on error.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Hashable
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+
+from shiftwork.checks import require_columns
+from shiftwork.reports.figures import save_figure
+from shiftwork.trajectory.analysis import ID_ROLE, REQUIRED_COLUMNS, AnalysisError, sorted_mixed
+
+__all__ = ["HOLM_ALPHA", "curve_plot", "heatmap", "partial_matrix"]
+
+HOLM_ALPHA = 0.05
+"""A heatmap cell is marked ``*`` when its ``p_partial_holm`` is below this."""
+
+_PAIR_NEEDS = ("model", "run", "ood_a", "ood_b", "r_partial", "p_partial_holm")
+
+
+# --------------------------------------------------------------------------- heatmap
+
+
+def partial_matrix(pairs: pd.DataFrame, run: Hashable) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The symmetric OOD x OOD matrices of ``r_partial`` and ``p_partial_holm`` of one run.
+
+    Rows and columns are the run's OOD sets in sorted order; the diagonal, and any pair
+    missing from ``pairs``, is NaN. Raises :class:`AnalysisError` when ``pairs`` lacks a
+    needed column, has no row for ``run`` or lists a pair twice.
+    """
+    require_columns(pairs, _PAIR_NEEDS, "pairs table", AnalysisError)
+    rows = pairs[pairs["run"] == run]
+    if rows.empty:
+        raise AnalysisError(
+            f"pairs table: run '{run}' has no pairs; runs are {sorted_mixed(pairs['run'].unique().tolist())}"
+        )
+    names = sorted_mixed(list(set(rows["ood_a"]) | set(rows["ood_b"])))
+    r = pd.DataFrame(np.nan, index=names, columns=names)
+    p = pd.DataFrame(np.nan, index=names, columns=names)
+    seen: set[frozenset] = set()
+    for row in rows.itertuples(index=False):
+        key = frozenset((row.ood_a, row.ood_b))
+        if key in seen or row.ood_a == row.ood_b:
+            raise AnalysisError(
+                f"pairs table: run '{run}' lists pair ('{row.ood_a}', '{row.ood_b}') twice or with itself"
+            )
+        seen.add(key)
+        for x, y in ((row.ood_a, row.ood_b), (row.ood_b, row.ood_a)):
+            r.loc[x, y] = float(row.r_partial)
+            p.loc[x, y] = float(row.p_partial_holm)
+    return r, p
+
+
+def heatmap(
+    pairs: pd.DataFrame, run: Hashable, out_png: str | os.PathLike, out_svg: str | os.PathLike
+) -> tuple[Path, Path]:
+    """Draw the OOD x OOD ``r_partial`` heatmap of ``run`` to ``out_png`` and ``out_svg``.
+
+    Colour scale ``RdBu_r`` fixed to [-1, 1]; the diagonal is left blank; each off-diagonal
+    cell shows ``r_partial`` to two decimals followed by ``*`` when ``p_partial_holm`` <
+    :data:`HOLM_ALPHA` (``n/a`` for an undefined correlation). Returns the two paths.
+    """
+    r, p = partial_matrix(pairs, run)
+    names = list(r.index)
+    model = pairs.loc[pairs["run"] == run, "model"].iloc[0]
+    k = len(names)
+    side = max(3.5, 0.8 * k + 2.0)
+    fig, ax = plt.subplots(figsize=(side + 1.2, side))
+    try:
+        cmap = matplotlib.colormaps["RdBu_r"].with_extremes(bad="white")
+        values = np.ma.masked_invalid(r.to_numpy(dtype=float))
+        image = ax.imshow(values, cmap=cmap, vmin=-1.0, vmax=1.0)
+        for i in range(k):
+            for j in range(k):
+                if i == j:
+                    continue
+                value = r.iat[i, j]
+                if not math.isfinite(value):
+                    text, colour = "n/a", "0.4"
+                else:
+                    marked = math.isfinite(p.iat[i, j]) and p.iat[i, j] < HOLM_ALPHA
+                    text = f"{value:.2f}{'*' if marked else ''}"
+                    colour = "white" if abs(value) > 0.6 else "black"
+                ax.text(j, i, text, ha="center", va="center", color=colour, fontsize=9)
+        ax.set_xticks(range(k), [str(n) for n in names], rotation=45, ha="right")
+        ax.set_yticks(range(k), [str(n) for n in names])
+        ax.set_title(f"Partial r of OOD pairs (ID removed)\n{model} / run {run}", fontsize=10)
+        bar = fig.colorbar(image, ax=ax, fraction=0.046, pad=0.04)
+        bar.set_label("partial r")
+        fig.text(0.01, 0.005, f"* Holm-adjusted p < {HOLM_ALPHA:g}", fontsize=8, ha="left", va="bottom")
+        return save_figure(fig, out_png, out_svg)
+    finally:
+        plt.close(fig)
+
+
+# --------------------------------------------------------------------------- curves
+
+
+def curve_plot(scores: pd.DataFrame, out_png: str | os.PathLike, out_svg: str | os.PathLike) -> tuple[Path, Path]:
+    """Draw accuracy over steps per test set, one panel per run (sorted by model, run; up to
+    three panels a row), to ``out_png`` and ``out_svg``. The ID test set's line is thicker and
+    labelled ``(ID)``. Returns the two paths; :class:`AnalysisError` for a table without the
+    scores columns or without rows.
+    """
+    require_columns(scores, REQUIRED_COLUMNS, "scores table", AnalysisError)
+    if scores.empty:
+        raise AnalysisError("scores table: no rows")
+    runs = scores[["model", "run"]].drop_duplicates()
+    runs = sorted(runs.itertuples(index=False), key=lambda t: (str(t.model), str(t.run)))
+    ncols = min(3, len(runs))
+    nrows = math.ceil(len(runs) / ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(4.8 * ncols, 3.4 * nrows), squeeze=False)
+    try:
+        for ax in axes.flat[len(runs) :]:
+            ax.set_visible(False)
+        for ax, (model, run) in zip(axes.flat, runs):
+            rows = scores[(scores["model"] == model) & (scores["run"] == run)]
+            for testset in sorted_mixed(rows["testset"].unique().tolist()):
+                part = rows[rows["testset"] == testset].sort_values("step")
+                is_id = (part["role"] == ID_ROLE).any()
+                ax.plot(
+                    part["step"].to_numpy(),
+                    part["accuracy"].to_numpy(dtype=float),
+                    marker="o",
+                    markersize=3,
+                    linewidth=2.8 if is_id else 1.2,
+                    color="black" if is_id else None,
+                    label=f"{testset} (ID)" if is_id else str(testset),
+                    zorder=3 if is_id else 2,
+                )
+            ax.set_title(f"{model} / run {run}", fontsize=10)
+            ax.set_xlabel("step")
+            ax.set_ylabel("accuracy")
+            ax.set_ylim(-0.02, 1.02)
+            ax.grid(alpha=0.3)
+            ax.legend(fontsize=7, loc="best")
+        fig.tight_layout()
+        return save_figure(fig, out_png, out_svg)
+    finally:
+        plt.close(fig)
