@@ -43,7 +43,7 @@ def load_prepared(
     from transformers import AutoModelForCausalLM
 
     info = read_info(model_dir)
-    check_weights(model_dir)  # every weight file against its recorded sha256 (README: Integrity)
+    check_weights(model_dir)  # every weight file against its recorded sha256 (README: Stale, damaged or lost results)
     dev = pick_device(device)
     torch_dtype = pick_dtype(dtype, dev)
     tok = load_tokenizer(model_dir, "left")
