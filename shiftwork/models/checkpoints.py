@@ -5,10 +5,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+import torch
 
 from shiftwork.device import pick_device, pick_dtype
 from shiftwork.models.loading import load_tokenizer
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
 
 # written beside each checkpoint by the training jobs: its step and base model
 CHECKPOINT_INFO = "shiftwork_checkpoint.json"
@@ -18,7 +24,9 @@ class CheckpointError(ValueError):
     """A checkpoint cannot be found or loaded."""
 
 
-def load_checkpoint(base_dir: str, checkpoint: Mapping[str, Any], dtype: str = "auto"):
+def load_checkpoint(
+    base_dir: str, checkpoint: Mapping[str, Any], dtype: str = "auto"
+) -> tuple[PreTrainedModel, PreTrainedTokenizerBase, torch.device]:
     """``checkpoint`` is {path: DIR} (a LoRA adapter or a full model directory) or
     {hub: ID, revision: REV}. Returns (model, tokenizer, device)."""
     from transformers import AutoModelForCausalLM

@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 import os
+import shutil
 from dataclasses import dataclass
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from shiftwork.device import ATTENTION, pick_device, pick_dtype
 from shiftwork.models.prepare import INFO_FILE, check_weights, read_info
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 
 @dataclass
@@ -52,11 +57,11 @@ def load_prepared(
     return LoadedModel(info["name"], model, tok, dev, torch_dtype, bool(info.get("chat")), info)
 
 
-def load_trainable(model_dir: str | os.PathLike, out_dir: str | os.PathLike, padding_side: str = "right"):
+def load_trainable(
+    model_dir: str | os.PathLike, out_dir: str | os.PathLike, padding_side: str = "right"
+) -> tuple[PreTrainedModel, PreTrainedTokenizerBase, Path]:
     """(model in float32, tokenizer with a pad token, a fresh temporary sibling of ``out_dir``)
     for a training job that writes ``out_dir`` only once it is complete."""
-    import shutil
-    from pathlib import Path
 
     from transformers import AutoModelForCausalLM
 

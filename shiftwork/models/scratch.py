@@ -14,7 +14,11 @@ learned absolute positions), ``hidden_size`` (128), ``layers`` (4), ``heads`` (4
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel, PreTrainedTokenizerFast
+
 
 SPECIAL_TOKENS: dict[str, str] = {"pad_token": "<pad>", "bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>"}
 ALPHABET: str = "\n" + "".join(chr(c) for c in range(32, 127))
@@ -29,7 +33,7 @@ ARCH_KEYS: dict[str, int] = {
 }
 
 
-def char_tokenizer():
+def char_tokenizer() -> PreTrainedTokenizerFast:
     """A fast tokenizer with one token per character of :data:`ALPHABET`; decoding joins characters
     back without spaces, so ``decode(encode(text)) == text`` for ASCII text."""
     from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, processors
@@ -73,7 +77,7 @@ def check_architecture(spec: Mapping[str, Any]) -> dict[str, Any]:
     return {**arch, "architecture": kind}
 
 
-def scratch_model(spec: Mapping[str, Any]):
+def scratch_model(spec: Mapping[str, Any]) -> tuple[PreTrainedModel, PreTrainedTokenizerFast]:
     """(model, tokenizer): a model with seeded random weights. ``architecture: llama`` (rotary
     positions) or ``gpt2`` (learned absolute positions)."""
     import torch

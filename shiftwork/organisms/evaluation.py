@@ -9,15 +9,19 @@ distribution RL samples from, and the shares are read off those samples."""
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
+import torch
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 
 def generate_sampled(
-    model,
-    tok,
-    device,
+    model: PreTrainedModel,
+    tok: PreTrainedTokenizerBase,
+    device: torch.device,
     prompts: Sequence[str],
     samples: int,
     max_new_tokens: int,

@@ -6,7 +6,7 @@ the rescaled value ``(F - b) / (1 - b)``."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import pandas as pd
@@ -32,7 +32,12 @@ def mismatched_pairs(n: int, max_pairs: int, seed: int) -> list[tuple[int, int]]
     return [pairs[k] for k in pick]
 
 
-def estimate_baseline(f1_fn, texts: Sequence[str], max_pairs: int = 2000, seed: int = 0) -> tuple[float, int]:
+def estimate_baseline(
+    f1_fn: Callable[[Sequence[str], Sequence[str]], np.ndarray],
+    texts: Sequence[str],
+    max_pairs: int = 2000,
+    seed: int = 0,
+) -> tuple[float, int]:
     """Mean F1 of unrelated pairs of ``texts``: (b, number of pairs)."""
     pairs = mismatched_pairs(len(texts), max_pairs, seed)
     cands = [texts[i] for i, _ in pairs]

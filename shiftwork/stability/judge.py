@@ -8,6 +8,7 @@ from collections.abc import Sequence
 
 from shiftwork.inference.formatting import model_input
 from shiftwork.inference.generation import generate_all
+from shiftwork.models.loading import LoadedModel
 
 JUDGE_PROMPT = (
     "Read the reply below and say what tone it takes towards the person it answers. "
@@ -25,7 +26,7 @@ def parse_tone(answer: str) -> int:
     return 0
 
 
-def judge_tones(lm, texts: Sequence[str], batch_size: int = 16, max_chars: int = 1500) -> dict[str, int]:
+def judge_tones(lm: LoadedModel, texts: Sequence[str], batch_size: int = 16, max_chars: int = 1500) -> dict[str, int]:
     """Tone of every distinct text, judged once each."""
     unique = list(dict.fromkeys(texts))
     inputs = [model_input(lm.tokenizer, JUDGE_PROMPT.format(text=t[:max_chars]), lm.chat) for t in unique]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 import pandas as pd
 import torch
@@ -9,8 +11,17 @@ import torch
 from shiftwork.inference.generation import length_sorted_batches
 from shiftwork.trajectory.tasks import render, verbaliser_ids
 
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-def predict(model, tok, device, examples: pd.DataFrame, batch_size: int = 32) -> pd.DataFrame:
+
+def predict(
+    model: PreTrainedModel,
+    tok: PreTrainedTokenizerBase,
+    device: torch.device,
+    examples: pd.DataFrame,
+    batch_size: int = 32,
+) -> pd.DataFrame:
     """Per-example prediction: the label whose verbaliser has the larger next-token logit."""
     ids = verbaliser_ids(tok)
     labels = list(ids)

@@ -10,7 +10,7 @@ import os
 import shutil
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 import torch
@@ -21,8 +21,13 @@ from shiftwork.models.loading import load_trainable
 from shiftwork.trajectory.schedule import checkpoint_steps
 from shiftwork.trajectory.tasks import render, verbaliser_ids
 
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
 
-def training_examples(tokenizer, train: pd.DataFrame, max_length: int = 256) -> list[dict[str, list[int]]]:
+
+def training_examples(
+    tokenizer: PreTrainedTokenizerBase, train: pd.DataFrame, max_length: int = 256
+) -> list[dict[str, list[int]]]:
     ids = verbaliser_ids(tokenizer)
     out = []
     for row in train.itertuples(index=False):

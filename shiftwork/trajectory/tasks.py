@@ -8,12 +8,16 @@ loaded from the hub or local files with a field mapping and a label mapping."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
 from shiftwork.data import DatasetError, get_field, read_source
 from shiftwork.trajectory.suite import LABELS, SHIFTS, generate_suite
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
+
 
 PATTERN = '{premise}\nQuestion: Does this mean that "{hypothesis}"? Yes or no?\nAnswer:'
 VERBALISERS = {"entailment": " Yes", "not_entailment": " No"}
@@ -24,7 +28,7 @@ def render(premise: str, hypothesis: str, pattern: str = PATTERN) -> str:
     return pattern.format(premise=premise.strip(), hypothesis=hypothesis.strip().rstrip("."))
 
 
-def verbaliser_ids(tokenizer, verbalisers: Mapping[str, str] = VERBALISERS) -> dict[str, int]:
+def verbaliser_ids(tokenizer: PreTrainedTokenizerBase, verbalisers: Mapping[str, str] = VERBALISERS) -> dict[str, int]:
     """The single token that stands for each label; an error if a verbaliser is not one token."""
     ids = {}
     for label, word in verbalisers.items():

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import pandas as pd
 
@@ -131,7 +131,7 @@ def cache_key(rewriter_digest: str, instruction: str, max_new_tokens: int) -> st
 
 def run_rewrites(
     requests: pd.DataFrame,
-    rewrite_fn,
+    rewrite_fn: Callable[[Sequence[str]], list[str]],
     rewriter_digest: str,
     max_new_tokens: int,
     cache: pd.DataFrame | None = None,
