@@ -7,16 +7,14 @@ the failed hub load come last because they leave jobs to rerun."""
 
 import json
 import os
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pandas as pd
 import pytest
 import yaml
-from test_workflow import ENV, PROMPTS, snakemake, snakemake_cmd, tiny_config
+from test_workflow import ENV, PROMPTS, kill_while_writing, snakemake, tiny_config
 
 from shiftwork.models.prepare import prepared_dir
 
@@ -337,21 +335,7 @@ def test_kill_then_the_same_command_continues(flow, baseline_tables):
     target = flow / "results/stability/generations" / MODEL / "tiny.parquet"
     target.unlink()
     command = [str(target.relative_to(flow))]  # a missing intermediate is built when asked for
-    proc = subprocess.Popen(
-        snakemake_cmd(flow, *command),
-        env=ENV,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
-    deadline = time.time() + 300
-    writing = False
-    while time.time() < deadline and proc.poll() is None and not writing:
-        writing = any(t.stat().st_size > 0 for t in target.parent.glob(f".{target.name}.*.tmp"))
-        time.sleep(0.02)
-    os.killpg(proc.pid, signal.SIGKILL)
-    proc.wait()
-    assert writing, "generate never started writing its output"
+    assert kill_while_writing(flow, target), "generate never started writing its output"
     assert not target.exists()
     assert list((flow / ".snakemake/locks").glob("*.lock")), "the killed run left no lock to clear"
     rerun = snakemake(flow, *command)

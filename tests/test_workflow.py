@@ -80,6 +80,29 @@ def planned_jobs(workdir: Path) -> set[str]:
     return {line.split()[1].rstrip(":") for line in out.splitlines() if line.startswith(("rule ", "localrule "))}
 
 
+def kill_while_writing(workdir: Path, target: Path, timeout: float = 300) -> bool:
+    """Run snakemake for ``target`` and SIGKILL it and its jobs while the job writes ``target``
+    (its temporary sibling holds rows). Whether the job got that far before it was killed."""
+    import signal
+    import time
+
+    proc = subprocess.Popen(
+        snakemake_cmd(workdir, str(target.relative_to(workdir))),
+        env=ENV,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    deadline = time.time() + timeout
+    writing = False
+    while time.time() < deadline and proc.poll() is None and not writing:
+        writing = any(t.stat().st_size > 0 for t in target.parent.glob(f".{target.name}.*.tmp"))
+        time.sleep(0.02)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    return writing
+
+
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory, prepared_smollm):
     work = tmp_path_factory.mktemp("flow")
@@ -232,30 +255,12 @@ def test_changing_eps_reruns_only_statistics(run_dir):
 
 @pytest.mark.workflow
 def test_killed_generate_leaves_no_parquet_and_rerun_matches(run_dir):
-    import signal
-    import time
-
     target = run_dir / "results/stability/generations/smollm2-135m-instruct/tiny.parquet"
     before = pd.read_parquet(target)
     target.unlink()
     log = run_dir / "logs/generate_responses/smollm2-135m-instruct/tiny.log"
     log.unlink(missing_ok=True)
-    proc = subprocess.Popen(
-        snakemake_cmd(run_dir, str(target.relative_to(run_dir))),
-        env=ENV,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
-    # kill the job while its output is half written: the temporary sibling holds rows
-    deadline = time.time() + 300
-    writing = False
-    while time.time() < deadline and proc.poll() is None and not writing:
-        writing = any(t.stat().st_size > 0 for t in target.parent.glob(f".{target.name}.*.tmp"))
-        time.sleep(0.02)
-    os.killpg(proc.pid, signal.SIGKILL)
-    proc.wait()
-    assert writing, "generate never started writing its output"
+    assert kill_while_writing(run_dir, target), "generate never started writing its output"
     assert not target.exists()
     assert not list(target.parent.glob("*.parquet"))
     assert snakemake(run_dir, "--unlock").returncode == 0
