@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TextIO
 
 from shiftwork.models.prepare import INFO_FILE, weights_problem
-from shiftwork.tables import table_problem
+from shiftwork.tables import rebuild_commands, table_problem
 
 CACHE_DIR = "cache"  # results/cache/: a damaged cache entry is a miss, not an error
 
@@ -63,15 +63,7 @@ def damage_report(found: list[Damage], producer: Callable[[str], str | None]) ->
         rule = producer(str(d.record))
         written = f" (written by rule '{rule}')" if rule else ""
         lines.append(f"  - {d.path}{written}: {d.problem}")
-    paths = " ".join(f"'{d.path}'" for d in found)
-    targets = " ".join(f"'{d.record}'" for d in found)
-    lines.append(
-        "Delete them and name them as targets, so that Snakemake builds them again (a plain run "
-        "does not rebuild an intermediate table whose results are up to date); then run as before, "
-        "which reruns whatever they changed:\n"
-        f"  rm -r {paths}\n"
-        f"  snakemake --cores N {targets}"
-    )
+    lines.append(rebuild_commands([d.path for d in found], [d.record for d in found]))
     return "\n".join(lines)
 
 

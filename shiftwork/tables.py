@@ -27,11 +27,19 @@ class TableError(ValueError):
     """A table is missing, unreadable or lacks expected columns."""
 
 
-def rebuild_hint(path: str | os.PathLike, rule: str | None = None) -> str:
-    """How to rebuild a damaged output: delete it, then run the same snakemake command again
-    (Snakemake reruns the job that writes it and every job downstream of it)."""
-    written = f"it is written by rule '{rule}'. " if rule else ""
-    return f"{written}Rebuild it by deleting it and running snakemake again: rm '{path}'"
+def rebuild_commands(delete: Iterable[str | os.PathLike], targets: Iterable[str | os.PathLike]) -> str:
+    """How to rebuild damaged outputs: delete them, then name them (a model: its record) as
+    targets. A plain run would not do: Snakemake does not rebuild a missing intermediate table
+    whose results are up to date."""
+    paths = " ".join(f"'{p}'" for p in delete)
+    names = " ".join(f"'{t}'" for t in targets)
+    return (
+        "Delete them and name them as targets, so that Snakemake builds them again (a plain run "
+        "does not rebuild an intermediate table whose results are up to date); then run as before, "
+        "which reruns whatever they changed:\n"
+        f"  rm -r {paths}\n"
+        f"  snakemake --cores N {names}"
+    )
 
 
 def table_problem(path: str | os.PathLike) -> str | None:
@@ -154,7 +162,7 @@ def read_table(path: str | os.PathLike, columns: Iterable[str] | None = None) ->
         except (OSError, pa.ArrowException) as err:
             problem = f"its data is damaged ({err})"
     if problem is not None:
-        raise TableError(f"table {path} is unreadable: {problem}. {rebuild_hint(path)}")
+        raise TableError(f"table {path} is unreadable: {problem}. {rebuild_commands([path], [path])}")
     if columns is not None:
         missing = [c for c in columns if c not in df.columns]
         if missing:

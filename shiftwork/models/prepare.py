@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from shiftwork.models.sources import Located, ModelSourceError, hub_help, locate
+from shiftwork.tables import rebuild_commands
 
 INFO_FILE = "shiftwork.json"
 
@@ -120,10 +121,7 @@ def check_weights(model_dir: str | os.PathLike, full: bool = True) -> None:
 
 
 def rebuild_model_hint(model_dir: str | os.PathLike) -> str:
-    return (
-        f"It is written by rule 'prepare_model'. Rebuild it by deleting it and running snakemake again: "
-        f"rm -r '{model_dir}'"
-    )
+    return f"It is written by rule 'prepare_model'. {rebuild_commands([model_dir], [Path(model_dir) / INFO_FILE])}"
 
 
 def _load(name: str, loc: Located, source: Mapping[str, Any]):
