@@ -2,14 +2,12 @@
 # targets of `rule all`, and the checks made before any job. Each study's own constants and
 # input functions are at the top of its rule file.
 import re
-import sys
-from pathlib import Path
 
 from snakemake.logging import logger
 from snakemake.utils import validate
 
-sys.path.insert(0, str(Path(workflow.basedir)))
-
+# Snakemake puts the Snakefile's directory, the checkout, on sys.path and hands its sys.path
+# to every script, so rules and scripts import this checkout's shiftwork without edits.
 from shiftwork.config import check_config
 from shiftwork.integrity import check_outputs, clear_stale_locks
 from shiftwork.models.prepare import INFO_FILE, preparation, prepared_dir

