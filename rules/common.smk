@@ -4,25 +4,27 @@
 import re
 
 from snakemake.logging import logger
-from snakemake.utils import validate
 
 # Snakemake puts the Snakefile's directory, the checkout, on sys.path and hands its sys.path
 # to every script, so rules and scripts import this checkout's shiftwork without edits.
-from shiftwork.config import check_config
+from shiftwork.config import check_config, with_defaults
 from shiftwork.integrity import check_outputs, clear_stale_locks
 from shiftwork.models.prepare import INFO_FILE, preparation, prepared_dir
 
-# Our own check first: it names every offending key; validate() then fills in defaults.
+# Our own check names every offending key; then the schema's defaults are filled in, the one
+# place each default is stated (rules and package functions read every key directly).
 check_config(config, root=".")
-
-
-validate(config, schema="../config/schema/config.schema.yaml")
+config.update(with_defaults(config))
 
 
 def run_names():
     """Runs of the trajectory and organisms studies (one wildcard, `run`, in both)."""
-    names = [*(config.get("trajectory") or {}).get("runs", {})]
-    names += [*(config.get("organisms") or {}).get("runs", {})]
+    names = [
+        run
+        for study in ("trajectory", "organisms")
+        if study in config
+        for run in config[study]["runs"]
+    ]
     return "|".join(map(re.escape, names)) or "no-run"
 
 

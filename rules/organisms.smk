@@ -108,7 +108,7 @@ rule evaluate_organism:
         setting=organism_setting,
         trained=organism_run_trained,
         model=organism_of,
-        evaluation=ORGANISMS.get("evaluation") or {},
+        evaluation=organism_evaluation,
     script:
         "../scripts/evaluate_organism.py"
 
@@ -160,7 +160,7 @@ rule simulate_dynamics:
     conda:
         "../envs/shiftwork.yaml"
     params:
-        spec=ORGANISMS.get("dynamics") or {},
+        spec=organism_dynamics,
     script:
         "../scripts/simulate_dynamics.py"
 

@@ -1,10 +1,11 @@
 # The organisms study's settings and input functions (Snakemake's lint keeps functions out of
 # rule files); rules/organisms.smk includes this file first.
+from shiftwork.config import empty_section, overridden
 from shiftwork.organisms.steps import trained_distributions
 
-ORGANISMS = config.get("organisms") or {}
-ORGANISM_SFT = ORGANISMS.get("sft") or {}
-ORGANISM_RUNS = ORGANISMS.get("runs") or {}
+ORGANISMS = config.get("organisms") or empty_section("organisms")
+ORGANISM_SFT = ORGANISMS["sft"]
+ORGANISM_RUNS = ORGANISMS["runs"]
 
 
 wildcard_constraints:
@@ -20,7 +21,7 @@ def organism_sft_settings(wildcards):
 
 
 def organism_seed(wildcards):
-    return ORGANISM_SFT[wildcards.organism].get("seed", 0)
+    return ORGANISM_SFT[wildcards.organism]["seed"]
 
 
 def organism_questions(wildcards):
@@ -36,11 +37,11 @@ def organism_run_stages(wildcards):
 
 
 def organism_run_n_prompts(wildcards):
-    return organism_rl_settings(wildcards).get("n_prompts", 512)
+    return organism_rl_settings(wildcards)["n_prompts"]
 
 
 def organism_run_seed(wildcards):
-    return ORGANISM_RUNS[wildcards.run].get("seed", 0)
+    return ORGANISM_RUNS[wildcards.run]["seed"]
 
 
 def organism_run_trained(wildcards):
@@ -60,15 +61,20 @@ def organism_sft_model(wildcards):
     return ORGANISM_SFT[name].get("path", f"results/organisms/{name}/sft")
 
 
+def organism_evaluation(wildcards):
+    return ORGANISMS["evaluation"]
+
+
+def organism_dynamics(wildcards):
+    return ORGANISMS["dynamics"]
+
+
 def organism_setting(wildcards):
     return ORGANISM_SFT[organism_of(wildcards)]["setting"]
 
 
 def organism_rl_settings(wildcards):
-    return {
-        **(ORGANISMS.get("rl") or {}),
-        **(ORGANISM_RUNS[wildcards.run].get("train") or {}),
-    }
+    return overridden(ORGANISMS["rl"], ORGANISM_RUNS[wildcards.run]["train"])
 
 
 def organism_run_info():
@@ -84,6 +90,6 @@ def organism_run_info():
 def organism_targets():
     targets = ["results/organisms/report.md", "results/organisms/headline.parquet"]
     targets += expand("results/organisms/figures/{run}.png", run=ORGANISM_RUNS)
-    if ORGANISMS.get("dynamics"):
+    if "dynamics" in ORGANISMS:
         targets.append("results/organisms/figures/dynamics.png")
     return targets

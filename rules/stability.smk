@@ -73,7 +73,7 @@ rule estimate_gate_baseline:
     params:
         encoder=GATE["encoder"],
         encoder_spec=encoder_spec,
-        baseline=GATE.get("baseline", "auto"),
+        baseline=GATE["baseline"],
         seed=STABILITY["seed"],
     script:
         "../scripts/estimate_gate_baseline.py"

@@ -6,7 +6,7 @@ from shiftwork.config import uses_rewriter
 
 STABILITY = config["stability"]
 VARIANTS = STABILITY["variants"]
-STRUCTURAL = VARIANTS.get("structural", {})
+STRUCTURAL = VARIANTS["structural"]
 GATE = STABILITY["gate"]
 GENERATION = STABILITY["generation"]
 PROBE = STABILITY["probe"]
@@ -14,7 +14,7 @@ AXES_ENCODER = STABILITY["axes"].get("encoder", GATE["encoder"])
 STATS_R = STABILITY["axes"]["R"]
 JUDGE = STABILITY["axes"].get("judge")
 STATISTICS = STABILITY["statistics"]
-SHARD_SIZE = STABILITY.get("shard_size") or 0
+SHARD_SIZE = STABILITY["shard_size"]
 
 
 wildcard_constraints:
@@ -35,11 +35,11 @@ def rewriter_model(wildcards):
 
 
 def rewriter_batch_size(wildcards):
-    return config["models"][STRUCTURAL["rewriter"]].get("batch_size", 16)
+    return config["models"][STRUCTURAL["rewriter"]]["batch_size"]
 
 
 def rewriter_dtype(wildcards):
-    return config["models"][STRUCTURAL["rewriter"]].get("dtype", "auto")
+    return config["models"][STRUCTURAL["rewriter"]]["dtype"]
 
 
 def variant_inputs(wildcards):

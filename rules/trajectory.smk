@@ -59,7 +59,7 @@ rule evaluate_checkpoint:
     params:
         checkpoint=checkpoint_spec,
         model=run_model_name,
-        batch_size=TRAJECTORY.get("eval_batch_size", 32),
+        batch_size=TRAJECTORY["eval_batch_size"],
     script:
         "../scripts/evaluate_checkpoint.py"
 
@@ -90,8 +90,8 @@ rule analyse_trajectory:
     conda:
         "../envs/shiftwork.yaml"
     params:
-        alpha=TRAJECTORY_ANALYSIS.get("alpha", 0.05),
-        spline_df=TRAJECTORY_ANALYSIS.get("spline_df", 3),
+        alpha=TRAJECTORY["analysis"]["alpha"],
+        spline_df=TRAJECTORY["analysis"]["spline_df"],
     script:
         "../scripts/analyse_trajectory.py"
 

@@ -1,14 +1,13 @@
 # The trajectory study's settings and input functions (Snakemake's lint keeps functions out of
 # rule files); rules/trajectory.smk includes this file first.
-from shiftwork.config import run_steps
+from shiftwork.config import empty_section, run_steps
 
-TRAJECTORY = config.get("trajectory", {"suites": {}, "runs": {}})
-TRAJECTORY_ANALYSIS = TRAJECTORY.get("analysis", {})
-RUNS = TRAJECTORY.get("runs", {})
+TRAJECTORY = config.get("trajectory") or empty_section("trajectory")
+RUNS = TRAJECTORY["runs"]
 
 
 wildcard_constraints:
-    suite="|".join(map(re.escape, TRAJECTORY.get("suites", {}))) or "no-suite",
+    suite="|".join(map(re.escape, TRAJECTORY["suites"])) or "no-suite",
 
 
 def suite_spec(wildcards):
@@ -41,7 +40,7 @@ def run_finetune_settings(wildcards):
 
 
 def run_seed(wildcards):
-    return RUNS[wildcards.run].get("seed", 0)
+    return RUNS[wildcards.run]["seed"]
 
 
 def evaluate_inputs(wildcards):

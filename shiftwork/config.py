@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import difflib
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -73,9 +74,54 @@ def _leaves(error: jsonschema.ValidationError) -> list[jsonschema.ValidationErro
     return [error]
 
 
+def with_defaults(config: Mapping[str, Any], schema: Mapping[str, Any] | None = None) -> dict:
+    """A copy of a valid ``config`` with every ``default`` of the schema filled in.
+
+    The schema is the only place a config default is stated: the workflow fills them in once,
+    when it loads the config, so rules and package functions read every key directly. A
+    default is filled wherever validation reaches the object that declares it (inside $ref,
+    allOf and a matching if/then); a default object such as ``{}`` is then filled in turn.
+    Each default is copied, so no two places in the config share one mutable value."""
+    schema = schema if schema is not None else load_schema()
+    base = jsonschema.validators.validator_for(schema)
+    check_properties = base.VALIDATORS["properties"]
+
+    def fill(validator, properties, instance, subschema):
+        if isinstance(instance, dict):
+            for key, spec in properties.items():
+                if "default" in spec and key not in instance:
+                    instance[key] = copy.deepcopy(spec["default"])
+        yield from check_properties(validator, properties, instance, subschema)
+
+    filled = copy.deepcopy(dict(config))
+    for _ in jsonschema.validators.extend(base, {"properties": fill})(schema).iter_errors(filled):
+        pass  # check_config reports errors; filling goes on past them
+    return filled
+
+
+def empty_section(study: str, schema: Mapping[str, Any] | None = None) -> dict:
+    """The config section of ``study`` with nothing to run and every default filled in: what the
+    rules read when the config has no such section."""
+    schema = schema if schema is not None else load_schema()
+    required = schema["$defs"][study]["required"]
+    return with_defaults({study: {key: {} for key in required}}, schema)[study]
+
+
+def overridden(base: Mapping[str, Any], overrides: Mapping[str, Any]) -> dict:
+    """``base`` with ``overrides`` laid over it key by key, nested mappings merged the same way
+    (a run's ``train: {lora: {r: 4}}`` changes the rank and keeps the other LoRA settings)."""
+    merged = copy.deepcopy(dict(base))
+    for key, value in overrides.items():
+        if isinstance(value, Mapping) and isinstance(merged.get(key), Mapping):
+            merged[key] = overridden(merged[key], value)
+        else:
+            merged[key] = copy.deepcopy(value)
+    return merged
+
+
 def uses_rewriter(structural: Mapping[str, Any]) -> bool:
-    """Whether ``stability.variants.structural`` asks the rewriter model for any rewrite."""
-    return bool(structural.get("enabled", True) and (structural.get("lengths") or structural.get("form", True)))
+    """Whether ``stability.variants.structural`` (defaults filled in) asks for any rewrite."""
+    return bool(structural["enabled"] and (structural["lengths"] or structural["form"]))
 
 
 def reference_errors(config: Mapping[str, Any]) -> list[str]:
@@ -172,11 +218,11 @@ def organism_errors(org: Mapping[str, Any], models: set[str]) -> list[str]:
         except ValueError as err:
             errors.append(f"config key '{key}.setting': {err}")
         q = spec["questions"]
-        room = capacity(q.get("kind", "add"))
+        room = capacity(q["kind"])
         if q["n_train"] + q["n_test"] > room:
             errors.append(
                 f"config key '{key}.questions': n_train + n_test = {q['n_train'] + q['n_test']} exceeds "
-                f"the {room} distinct '{q.get('kind', 'add')}' questions"
+                f"the {room} distinct '{q['kind']}' questions"
             )
         if "path" not in spec:
             missing = [k for k in ("steps", "learning_rate") if k not in spec["train"]]
@@ -309,6 +355,7 @@ def check_config(
     that model sources can work and that every row of a file prompt set is usable."""
     problems = schema_errors(config, schema)
     if not problems:
+        config = with_defaults(config, schema)
         problems = reference_errors(config)
     if not problems and root is not None:
         problems = path_errors(config, root)

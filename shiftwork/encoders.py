@@ -69,7 +69,7 @@ class Encoder:
             self.scorer = BERTScorer(
                 model_type=self.model_type,
                 num_layers=self.num_layers,
-                batch_size=int(spec.get("batch_size", 64)),
+                batch_size=int(spec["batch_size"]),
                 device=str(pick_device(device)),
             )
         except OSError as err:

@@ -3,7 +3,7 @@ import copy
 import pytest
 import yaml
 
-from shiftwork.config import ConfigError, check_config
+from shiftwork.config import ConfigError, check_config, empty_section, overridden, with_defaults
 
 
 def errors_of(cfg) -> str:
@@ -124,3 +124,60 @@ def test_sources_and_prompt_rows_are_checked_before_any_job(default_config, tmp_
         f"  - config key 'datasets.trivia': dataset 'trivia', row 2 ({data} line 2): prompt field 'prompt' must be "
         "a string, got int",
     ]
+
+
+# ---------------------------------------------------------------- defaults, stated once
+
+
+def test_defaults_are_filled_from_the_schema(default_config):
+    cfg = copy.deepcopy(default_config)
+    del cfg["stability"]["axes"]
+    cfg["organisms"].pop("rl", None)
+    run = next(iter(cfg["organisms"]["runs"]))
+    cfg["organisms"]["runs"][run]["train"] = {"lora": {"r": 4}}
+    filled = with_defaults(cfg)
+    assert cfg["stability"].get("axes") is None  # the input is left alone
+    assert filled["stability"]["axes"]["R"] == {"Act": 2, "BLEU": 100, "BERT": 1, "Ent": 10, "Prob": 250, "MR": 1}
+    rl = filled["organisms"]["rl"]
+    assert rl["lora"] == {
+        "r": 16,
+        "alpha": 32,
+        "dropout": 0.0,
+        "target_modules": ["q_proj", "k_proj", "v_proj", "o_proj"],
+    }
+    assert (rl["n_prompts"], rl["num_generations"], rl["method"]) == (512, 4, "lora")
+    # a run's overrides get no defaults of their own, so they cannot undo organisms.rl
+    assert filled["organisms"]["runs"][run]["train"] == {"lora": {"r": 4}}
+    # no two places share one default object
+    rl["lora"]["target_modules"].append("x")
+    assert with_defaults(cfg)["organisms"]["rl"]["lora"]["target_modules"][-1] == "o_proj"
+    for spec in filled["trajectory"]["runs"].values():
+        assert spec["finetune"]["lora"] == {"r": 8, "alpha": 16, "dropout": 0.0, "target_modules": ["q_proj", "v_proj"]}
+
+
+def test_run_overrides_merge_key_by_key():
+    base = {"steps": 5, "lora": {"r": 16, "alpha": 32}, "beta": 0.0}
+    merged = overridden(base, {"lora": {"r": 4}, "beta": 0.1})
+    assert merged == {"steps": 5, "lora": {"r": 4, "alpha": 32}, "beta": 0.1}
+    assert base["lora"]["r"] == 16
+
+
+def test_an_absent_study_section_reads_as_nothing_to_run():
+    assert empty_section("trajectory") == {
+        "suites": {},
+        "runs": {},
+        "eval_batch_size": 32,
+        "analysis": {"alpha": 0.05, "spline_df": 3},
+    }
+    assert empty_section("organisms")["evaluation"]["samples"] == 4
+
+
+def test_rules_state_no_config_default(root):
+    """A default lives in the schema only: no rule file repeats one as .get(key, literal).
+    Defaults computed from other keys (the axes' encoder is the gate's) are not literals."""
+    import re
+
+    literal = re.compile(r"""\.get\(\s*["'][^"']+["']\s*,\s*(-?\d|["'\[{]|True|False|None)""")
+    for path in sorted((root / "rules").glob("*.smk")):
+        for number, line in enumerate(path.read_text().splitlines(), 1):
+            assert not literal.search(line), f"{path.name}:{number}: {line.strip()}"

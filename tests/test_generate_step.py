@@ -33,7 +33,9 @@ def test_missing_or_doubled_baselines_fail_before_the_model_loads(tmp_path, rows
     path = write_table(_variants(rows), tmp_path / "filtered.parquet")
     outs = [tmp_path / "g.parquet", tmp_path / "p.parquet"]
     with pytest.raises(ValueError, match=message):
-        generate_responses(str(path), str(tmp_path / "no-model"), "m", *map(str, outs), max_new_tokens=4, batch_size=2)
+        generate_responses(
+            str(path), str(tmp_path / "no-model"), "m", *map(str, outs), max_new_tokens=4, batch_size=2, dtype="auto"
+        )
     assert not any(p.exists() for p in outs)
 
 

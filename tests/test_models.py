@@ -16,7 +16,7 @@ def test_missing_package_names_the_pip_package(tmp_path):
 
 def test_offline_hub_id_says_how_to_provide_a_local_copy(tmp_path, monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    spec = {"source": {"kind": "hub", "id": "nobody/does-not-exist"}, "chat": True}
+    spec = {"source": {"kind": "hub", "id": "nobody/does-not-exist", "revision": "main"}, "chat": True}
     with pytest.raises(ModelSourceError) as info:
         prepare_model("remote", spec, tmp_path / "remote")
     msg = str(info.value)

@@ -96,6 +96,7 @@ def test_embedded_prompt_sets(root):
                 "source": {"kind": "file", "path": f"resources/prompts/{name}.jsonl"},
                 "fields": {"prompt": "prompt", "id": "id"},
                 "n": 16,
+                "seed": 0,
             },
             root,
         )

@@ -35,6 +35,7 @@ def test_load_set_from_file_drops_and_samples(tmp_path):
         "source": {"kind": "file", "path": str(path)},
         "fields": {"premise": "s1", "hypothesis": "s2", "label": "y"},
         "labels": {"1": "entailment", "0": "not_entailment", "-1": "drop"},
+        "seed": 0,
     }
     df = load_set("wnli", spec, "test", "wnli")
     assert len(df) == 5 and "P2." not in df["premise"].tolist()

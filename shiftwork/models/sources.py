@@ -91,7 +91,7 @@ def locate(name: str, source: Mapping[str, Any], workdir: Path) -> Located:
             )
         return Located(str(path))
     if kind == "hub":
-        return Located(source["id"], revision=source.get("revision", "main"))
+        return Located(source["id"], revision=source["revision"])
     if kind == "scratch":
         return Located("", scratch=True)
     raise ModelSourceError(f"model '{name}': unknown source kind {kind!r}")

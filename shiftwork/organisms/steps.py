@@ -36,8 +36,8 @@ def make_organism_data(name: str, spec: Mapping[str, Any], outs: Mapping[str, st
     distribution (``outs``: sft, questions, test)."""
     setting = load_setting(spec["setting"])
     q = spec["questions"]
-    seed = int(q.get("seed", 0))
-    bank = make_questions(int(q["n_train"]) + int(q["n_test"]), seed, q.get("kind", "add"))
+    seed = int(q["seed"])
+    bank = make_questions(int(q["n_train"]) + int(q["n_test"]), seed, q["kind"])
     train, test = split_questions(bank, int(q["n_train"]), int(q["n_test"]), seed)
     sft = sft_examples(setting, train, int(spec["n_examples"]), seed)
     sft = sft.assign(prompt=_cue(sft["prompt"]), completion=" " + sft["completion"])
@@ -150,7 +150,7 @@ def evaluate_organism(
 
     setting = load_setting(setting_spec)
     tests = read_table(test_path, ["distribution", "question_id", "prompt", "answer"])
-    samples = int(settings.get("samples", 4))
+    samples = int(settings["samples"])
     parts = []
     for step, path in checkpoint_dirs(checkpoints_dir):
         start = time.perf_counter()
@@ -161,10 +161,10 @@ def evaluate_organism(
             device,
             tests["prompt"].tolist(),
             samples,
-            int(settings.get("max_new_tokens", 40)),
-            int(settings.get("batch_size", 128)),
-            int(settings.get("seed", 0)),
-            float(settings.get("temperature", 1.0)),
+            int(settings["max_new_tokens"]),
+            int(settings["batch_size"]),
+            int(settings["seed"]),
+            float(settings["temperature"]),
         )
         rows = tests.loc[tests.index.repeat(samples)].reset_index(drop=True)
         rows.insert(0, "sample", np.tile(np.arange(samples), len(tests)))
@@ -224,7 +224,7 @@ def simulate_dynamics(spec: Mapping[str, Any], out_table: str, out_png: str, out
         np.asarray(spec["rewards"], float),
         int(spec["steps"]),
         float(spec["lr"]),
-        spec.get("method", "softmax"),
+        spec["method"],
     )
     held = held_out_accuracy(traj, np.asarray(spec["held_out"]))
     names = list(spec["names"])

@@ -27,12 +27,12 @@ from shiftwork.models.prepare import INFO_FILE, weight_digest
 def _lora(settings: Mapping[str, Any]):
     from peft import LoraConfig
 
-    lora = settings.get("lora", {})
+    lora = settings["lora"]
     return LoraConfig(
-        r=int(lora.get("r", 16)),
-        lora_alpha=int(lora.get("alpha", 32)),
-        lora_dropout=float(lora.get("dropout", 0.0)),
-        target_modules=list(lora.get("target_modules", ["q_proj", "k_proj", "v_proj", "o_proj"])),
+        r=int(lora["r"]),
+        lora_alpha=int(lora["alpha"]),
+        lora_dropout=float(lora["dropout"]),
+        target_modules=list(lora["target_modules"]),
         task_type="CAUSAL_LM",
     )
 
@@ -42,13 +42,13 @@ def _common_args(settings: Mapping[str, Any], workdir: Path, seed: int) -> dict[
     return dict(
         output_dir=str(workdir),
         max_steps=int(settings["steps"]),
-        per_device_train_batch_size=int(settings.get("batch_size", 8)),
+        per_device_train_batch_size=int(settings["batch_size"]),
         learning_rate=float(settings["learning_rate"]),
-        lr_scheduler_type=str(settings.get("scheduler", "constant")),
-        warmup_steps=int(settings.get("warmup_steps", 0)),
-        max_grad_norm=float(settings.get("max_grad_norm", 1.0)),
-        weight_decay=float(settings.get("weight_decay", 0.0)),
-        logging_steps=max(1, int(settings.get("log_every", 5))),
+        lr_scheduler_type=str(settings["scheduler"]),
+        warmup_steps=int(settings["warmup_steps"]),
+        max_grad_norm=float(settings["max_grad_norm"]),
+        weight_decay=float(settings["weight_decay"]),
+        logging_steps=int(settings["log_every"]),
         save_strategy="no",
         report_to=[],
         seed=seed,
@@ -56,7 +56,7 @@ def _common_args(settings: Mapping[str, Any], workdir: Path, seed: int) -> dict[
         use_cpu=cpu,
         # TRL turns activation checkpointing on by default; it trades compute for memory, which a
         # small model does not need (it made SFT steps of the scratch model about 3x slower)
-        gradient_checkpointing=bool(settings.get("gradient_checkpointing", False)),
+        gradient_checkpointing=False,
         bf16=not cpu and torch.cuda.is_bf16_supported(),
         disable_tqdm=True,
     )
@@ -107,7 +107,7 @@ def sft(model_dir: str, examples: pd.DataFrame, settings: Mapping[str, Any], out
     args = SFTConfig(
         **_common_args(settings, tmp / "trainer", seed),
         completion_only_loss=True,
-        max_length=int(settings.get("max_length", 128)),
+        max_length=int(settings["max_length"]),
         packing=False,
     )
     peft_config = _lora(settings) if _method(settings) == "lora" else None
@@ -141,7 +141,7 @@ def sft(model_dir: str, examples: pd.DataFrame, settings: Mapping[str, Any], out
 
 
 def _method(settings: Mapping[str, Any]) -> str:
-    method = settings.get("method", "lora")
+    method = settings["method"]
     if method not in ("lora", "full"):
         raise ValueError(f"training method must be 'lora' or 'full', got {method!r}")
     return method
@@ -200,10 +200,10 @@ def rl(
         data = Dataset.from_pandas(prompts[["prompt", "answer"]].reset_index(drop=True))
         args = GRPOConfig(
             **{**_common_args({**settings, "steps": steps}, tmp / "trainer", seed + number), "logging_steps": 1},
-            num_generations=int(settings.get("num_generations", 4)),
-            max_completion_length=int(settings.get("max_completion_length", 24)),
-            temperature=float(settings.get("temperature", 1.0)),
-            beta=float(settings.get("beta", 0.0)),
+            num_generations=int(settings["num_generations"]),
+            max_completion_length=int(settings["max_completion_length"]),
+            temperature=float(settings["temperature"]),
+            beta=float(settings["beta"]),
         )
         first_lora = lora and number == 0
         trainer = GRPOTrainer(

@@ -85,11 +85,11 @@ def load_prompts(name: str, spec: Mapping[str, Any], root: str | Path = ".") -> 
     """Read, check and sample a prompt set. A sample size ``n`` larger than the set is an error
     (a silently smaller sample would change every statistic downstream)."""
     table = read_prompts(name, spec, root)
-    n = int(spec.get("n", 16))
+    n = int(spec["n"])
     if n > len(table):
         origin = spec["source"].get("path") or spec["source"].get("id")
         raise DatasetError(
             f"dataset '{name}': n = {n} but {origin} has {len(table)} prompts; "
             f"set datasets.{name}.n to at most {len(table)}"
         )
-    return sample(table, n, int(spec.get("seed", 0)))
+    return sample(table, n, int(spec["seed"]))

@@ -122,7 +122,7 @@ def generate_responses(
     out_probes: str,
     max_new_tokens: int,
     batch_size: int,
-    dtype: str = "auto",
+    dtype: str,
     store_hidden: bool = False,
     threads: int | None = None,
     shard: int = 0,
@@ -298,7 +298,7 @@ def report_stability(inputs: Mapping[str, str], eps: float, table_dir: str, figu
 
 def sample_prompts(name: str, spec: Mapping[str, Any], out: str, root: str = ".") -> None:
     table = load_prompts(name, spec, root)
-    write_table(table, out, make_provenance("sample_prompts", {"dataset": name, **spec}, seed=spec.get("seed", 0)))
+    write_table(table, out, make_provenance("sample_prompts", {"dataset": name, **spec}, seed=spec["seed"]))
     LOGGER.info("dataset %s: %d prompts", name, len(table))
 
 
@@ -308,8 +308,8 @@ def rewrite_prompts(
     settings: Mapping[str, Any],
     out: str,
     cache_path: str,
-    batch_size: int = 16,
-    dtype: str = "auto",
+    batch_size: int,
+    dtype: str,
 ) -> None:
     """Structural rewrites of every prompt by the rewriter model; cached by content."""
     import json
@@ -319,9 +319,9 @@ def rewrite_prompts(
 
     prompts = read_table(prompts_path, ["prompt_id", "prompt"])
     info = read_info(model_dir)
-    requests = rewrite_requests(prompts, settings.get("lengths", []), settings.get("form", True))
+    requests = rewrite_requests(prompts, settings["lengths"], settings["form"])
     cache = read_cache(cache_path, ["cache_key", "instruction", "rewrite"])
-    max_new = int(settings.get("max_new_tokens", 160))
+    max_new = int(settings["max_new_tokens"])
 
     def rewrite_fn(instructions: Sequence[str]) -> list[str]:
         # run_rewrites calls this once, with every request the cache lacks, and not at all
@@ -413,7 +413,7 @@ def filter_variants(
 ) -> None:
     variants = read_table(variants_path, ["prompt_id", "family", "original", "text"])
     b = float(read_table(baseline_path, ["b"])["b"].iloc[0])
-    scale, threshold = gate.get("scale", "rescaled"), float(gate["threshold"])
+    scale, threshold = gate["scale"], float(gate["threshold"])
     enc = Encoder(encoder_name, encoder_spec)
     scored = variants.copy()
     is_base = scored["family"] == "baseline"

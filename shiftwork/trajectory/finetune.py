@@ -64,18 +64,18 @@ def finetune(
     out = Path(out_dir)
     model, tok, tmp = load_trainable(model_dir, out)
     device = pick_device()
-    method = settings.get("method", "lora")
+    method = settings["method"]
     if method == "lora":
         from peft import LoraConfig, get_peft_model
 
-        lora = settings.get("lora", {})
+        lora = settings["lora"]
         model = get_peft_model(
             model,
             LoraConfig(
-                r=int(lora.get("r", 8)),
-                lora_alpha=int(lora.get("alpha", 16)),
-                lora_dropout=float(lora.get("dropout", 0.0)),
-                target_modules=list(lora.get("target_modules", ["q_proj", "v_proj"])),
+                r=int(lora["r"]),
+                lora_alpha=int(lora["alpha"]),
+                lora_dropout=float(lora["dropout"]),
+                target_modules=list(lora["target_modules"]),
                 task_type="CAUSAL_LM",
             ),
         )
@@ -89,9 +89,9 @@ def finetune(
     args = TrainingArguments(
         output_dir=str(tmp / "trainer"),
         max_steps=steps,
-        per_device_train_batch_size=int(settings.get("batch_size", 8)),
+        per_device_train_batch_size=int(settings["batch_size"]),
         learning_rate=float(settings["learning_rate"]),
-        lr_scheduler_type=settings.get("scheduler", "constant"),
+        lr_scheduler_type=settings["scheduler"],
         warmup_steps=0,
         weight_decay=0.0,
         logging_steps=max(1, every),

@@ -40,7 +40,7 @@ def evaluate_checkpoint(
     model: str,
     step: int,
     out: str,
-    batch_size: int = 32,
+    batch_size: int,
     dtype: str = "auto",
 ) -> None:
     """Per-example predictions of one checkpoint on every test set of the suite."""

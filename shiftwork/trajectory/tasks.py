@@ -75,7 +75,7 @@ def load_set(name: str, spec: Mapping[str, Any], split: str, set_name: str, root
     df = df[df["label"] != "drop"].reset_index(drop=True)
     n = int(spec.get("n", len(df)))
     if n < len(df):
-        df = df.sample(n=n, random_state=int(spec.get("seed", 0))).reset_index(drop=True)
+        df = df.sample(n=n, random_state=int(spec["seed"])).reset_index(drop=True)
     df.insert(0, "set", set_name)
     df.insert(0, "split", split)
     df.insert(0, "example_id", [f"{set_name}-{split}-{i:05d}" for i in range(1, len(df) + 1)])
@@ -85,9 +85,7 @@ def load_set(name: str, spec: Mapping[str, Any], split: str, set_name: str, root
 def build_suite(spec: Mapping[str, Any], root: str = ".") -> pd.DataFrame:
     """The whole suite of a config entry (``trajectory.suites.NAME``)."""
     if spec["kind"] == "synthetic":
-        return generate_suite(
-            int(spec["n_train"]), int(spec["n_test"]), int(spec.get("seed", 0)), spec.get("ood") or SHIFTS
-        )
+        return generate_suite(int(spec["n_train"]), int(spec["n_test"]), int(spec["seed"]), spec.get("ood") or SHIFTS)
     parts = [
         load_set(f"{spec['id_train']['name']}", spec["id_train"], "train", "id", root),
         load_set(f"{spec['id_test']['name']}", spec["id_test"], "test", "id", root),

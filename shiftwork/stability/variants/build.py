@@ -37,11 +37,9 @@ def build_variants(
 ) -> pd.DataFrame:
     """All variants of every prompt, baseline first. ``settings`` is ``stability.variants``;
     ``rewrites`` holds the structural rewriter's output (prompt_id, kind, strength, rewrite)."""
-    register = settings.get("register") or {}
-    noise = settings.get("noise") or {}
-    structural = settings.get("structural") or {}
+    register, noise = settings["register"], settings["noise"]
     rw_lookup: dict[str, list[tuple[str, float, str]]] = {}
-    if structural.get("enabled", True) and rewrites is not None:
+    if settings["structural"]["enabled"] and rewrites is not None:
         for r in rewrites.itertuples(index=False):
             rw_lookup.setdefault(r.prompt_id, []).append((r.kind, float(r.strength), r.rewrite))
     rows: list[tuple] = []
@@ -66,11 +64,11 @@ def build_variants(
             )
 
         add("baseline", "none", "none", 0.0, text)
-        if register.get("enabled", True):
+        if register["enabled"]:
             for position in register.get("positions", []):
                 for s in sorted(register.get("strengths", [])):
                     add("register", "tone", position, s, apply_register(text, int(s), position))
-        if noise.get("enabled", True):
+        if noise["enabled"]:
             for kind in NOISE_KINDS:
                 for position in noise.get("positions", []):
                     for level in sorted(noise.get(kind, []) or []):
