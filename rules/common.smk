@@ -7,14 +7,14 @@ from snakemake.logging import logger
 
 # Snakemake puts the Snakefile's directory, the checkout, on sys.path and hands its sys.path
 # to every script, so rules and scripts import this checkout's shiftwork without edits.
-from shiftwork.config import check_config, with_defaults
+from shiftwork.config import check_config
 from shiftwork.integrity import check_outputs, clear_stale_locks
 from shiftwork.models.prepare import INFO_FILE, preparation, prepared_dir
 
-# Our own check names every offending key; then the schema's defaults are filled in, the one
-# place each default is stated (rules and package functions read every key directly).
-check_config(config, root=".")
-config.update(with_defaults(config))
+# The check names every offending key and returns the config with the schema's defaults
+# filled in, the one place each default is stated (rules and package functions read every key
+# directly).
+config.update(check_config(config, root="."))
 
 
 def run_names():

@@ -349,8 +349,9 @@ def run_steps(run: Mapping[str, Any]) -> list[int]:
 
 def check_config(
     config: Mapping[str, Any], schema: Mapping[str, Any] | None = None, root: str | Path | None = None
-) -> None:
-    """Raise :class:`ConfigError` listing every problem, each naming its config key.
+) -> dict:
+    """The config with its defaults filled in (:func:`with_defaults`), once it passes every check;
+    otherwise raise :class:`ConfigError` listing every problem, each naming its config key.
     With ``root``, also check that local files the config names exist (relative to ``root``),
     that model sources can work and that every row of a file prompt set is usable."""
     problems = schema_errors(config, schema)
@@ -363,3 +364,4 @@ def check_config(
         problems = content_errors(config, root)
     if problems:
         raise ConfigError("invalid configuration:\n  - " + "\n  - ".join(problems))
+    return config

@@ -130,6 +130,8 @@ def test_sources_and_prompt_rows_are_checked_before_any_job(default_config, tmp_
 
 
 def test_defaults_are_filled_from_the_schema(default_config):
+    # the start-up check hands back the config with the same defaults filled in
+    assert check_config(default_config) == with_defaults(default_config)
     cfg = copy.deepcopy(default_config)
     del cfg["stability"]["axes"]
     cfg["organisms"].pop("rl", None)

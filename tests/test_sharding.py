@@ -3,14 +3,13 @@ run whose merged tables equal the unsharded run's."""
 
 import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
 import yaml
+from test_workflow import snakemake
 
 from shiftwork.models.prepare import prepared_dir
 from shiftwork.provenance import make_provenance
@@ -19,7 +18,6 @@ from shiftwork.tables import read_provenance, write_table
 
 ROOT = Path(__file__).resolve().parent.parent
 MODEL = "smollm2-135m-instruct"
-ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
 
 
 def tiny_config(n_prompts: int, shard_size: int = 0) -> dict:
@@ -53,24 +51,6 @@ def make_workdir(work: Path, cfg: dict, prepared_model: Path) -> Path:
     # the session's prepared model, hard-linked (no copy of the weights)
     shutil.copytree(prepared_model, prepared_dir(MODEL, cfg["models"][MODEL], work / "results"), copy_function=os.link)
     return work
-
-
-def snakemake(work: Path, *args: str) -> subprocess.CompletedProcess:
-    cmd = [
-        sys.executable,
-        "-m",
-        "snakemake",
-        "--snakefile",
-        str(ROOT / "Snakefile"),
-        "--directory",
-        str(work),
-        "--configfile",
-        str(work / "config" / "config.yaml"),
-        "--cores",
-        "2",
-        *args,
-    ]
-    return subprocess.run(cmd, capture_output=True, text=True, env=ENV, timeout=1800)
 
 
 def job_counts(output: str) -> dict[str, int]:
