@@ -57,8 +57,8 @@ bench-load: $(STAMP)
 	$(BIN)/python bench/model_load.py $(dir $(call record,smollm2-135m-instruct))
 	$(BIN)/python bench/model_load.py $(dir $(call record,gemma3-270m))
 
-# Throughput of the generate job (responses and probes) against the one-variant-at-a-time loop (README: Benchmark);
-# e.g. `make bench BENCH_ARGS="--runs 1 --scales"` for a quicker look.
+# The generate job against the one-variant-at-a-time loop, batched transformers and vLLM alone (README: Benchmark);
+# e.g. `make bench BENCH_ARGS="--runs 1 --prompts 4"` for a quicker look.
 bench: $(STAMP)
 	$(BIN)/snakemake --cores $(CORES) $(call record,smollm2-135m-instruct)
 	CORES=$(CORES) $(BIN)/python bench/throughput.py $(BENCH_ARGS)

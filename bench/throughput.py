@@ -1,33 +1,35 @@
-"""Throughput of the stability inference stages against the plain one-variant-at-a-time loop.
+"""The generate job against the ways a researcher could otherwise run its inference.
 
-    .venv/bin/python bench/throughput.py [--prompts 14] [--runs 3] [--scales 1 2 4] [--wait-quiet 600]
+    .venv/bin/python bench/throughput.py [--prompts 14] [--runs 3] [--wait-quiet 600]
+    .venv/bin/python bench/throughput.py report [results/bench/throughput.json]   # its table again
 
-On one model, one set of prompts and one set of variants it runs
+On one model, one set of prompts and one set of variants it runs, each in a fresh process:
 
-(a) shiftwork's own ``generate`` job (:func:`shiftwork.stability.steps.generate_responses`:
-    responses and probes from the same forward passes, Parquet in and out, in its own process
-    as the workflow runs it), and
-(b) the reference loop of the published method, written here the plain way: for every variant one
+(a) ``job``: shiftwork's generate job (:func:`shiftwork.stability.steps.generate_responses`,
+    Parquet in and out): vLLM generates every distinct input once, then one batched
+    transformers pass probes each input with its prompt's baseline response r_0;
+(b) ``reference``: the published method's loop, written the plain way: for every variant one
     ``model.generate`` call at batch size 1, one forward pass with ``output_hidden_states`` for the
-    activation axis, and one teacher-forced forward pass each for the log-probability and for the
-    entropy of the baseline response r_0,
+    activation axis, and one teacher-forced pass each for the log-probability and the entropy;
+(c) ``transformers``: the same job with ``engine: transformers``, i.e. transformers' batched
+    ``generate`` (left-padded, length-sorted batches) and the same probe pass;
+(d) ``vllm``: vLLM generation alone on the distinct inputs (start-up timed apart), followed by
+    vLLM's teacher-forced prompt log-probabilities of r_0 after each input, the alternative to
+    the probe pass's log-probability axis (vLLM gives no per-layer states on a CPU, and entropy
+    only from the full distribution).
 
-checks that both give the same responses (token for token, greedy) and the same log-prob, entropy
-and per-layer cosine values (within ``--tol``), and reports variant evaluations per second,
-generated tokens per second, wall time, peak resident memory and the ratio (b)/(a), as the median
-of ``--runs`` alternating runs. It then runs (a) on 1x, 2x and 4x as many variants to check that
-time grows at most linearly and that the generate job's peak memory does not grow with the number
-of variants.
-
-Every measurement runs in a fresh child process (this file with ``child``), so each one's peak
-resident memory (VmHWM) is its own, and the CPU time other processes took meanwhile is recorded
-(``other_cpu_share``: a busy machine slows the many small steps of (b) more than (a)). Results go
-to ``--out`` (JSON, written atomically) and a Markdown table is printed.
+It checks responses token for token (the share of identical responses of each against (b) and
+of (a) against (c), naming every differing variant) and probe values within ``--tol``, and reports
+tokens/s, variant evaluations/s, wall time (each process's start-up and model loads included;
+the phases of (a) and (c) apart), peak resident memory, the ratios against (b), (c) and (d), and
+the load other processes put on the machine meanwhile (``other_cpu_share``), as the median of
+``--runs`` runs. Results go to ``--out`` (JSON, written atomically) and a Markdown table is printed.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import platform
@@ -38,6 +40,7 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -47,6 +50,9 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 MODEL = "smollm2-135m-instruct"
 KEYS = ["dataset", "prompt_id", "variant_id"]
+# (input, r_0) pairs whose prompt log-probabilities (d) computes with vLLM: they need the whole
+# vocabulary's log-softmax at every prompt position and take long on a CPU
+LOGPROB_ROWS = 64
 # Register and surface-noise variants at all three positions: 15 variants and a baseline per prompt.
 # The structural family needs the rewriter model, so it is left out.
 VARIANT_SETTINGS = {
@@ -96,7 +102,7 @@ def reference_loop(lm, variants: pd.DataFrame, max_new_tokens: int) -> pd.DataFr
 
     tok, model = lm.tokenizer, lm.model
     special = adds_special_tokens(lm.chat)
-    eos = eos_token_ids(lm)
+    eos = eos_token_ids(lm.model.generation_config, tok)
     records = []
     for _, group in variants.groupby("prompt_id", sort=False):
         group = pd.concat([group[group["family"] == "baseline"], group[group["family"] != "baseline"]])
@@ -160,9 +166,16 @@ def reference_loop(lm, variants: pd.DataFrame, max_new_tokens: int) -> pd.DataFr
 
 
 def run_generate(
-    variants_path: str, model_dir: str, work: str, max_new_tokens: int, batch_size: int, dtype: str, threads: int | None
+    variants_path: str,
+    model_dir: str,
+    work: str,
+    max_new_tokens: int,
+    batch_size: int,
+    dtype: str,
+    threads: int | None,
+    engine: str,
 ) -> dict[str, Any]:
-    """The workflow's generate job: responses and probes, from Parquet to Parquet."""
+    """The workflow's generate job with ``engine``: responses and probes, from Parquet to Parquet."""
     from shiftwork.stability.steps import generate_responses
     from shiftwork.tables import read_provenance
 
@@ -177,6 +190,7 @@ def run_generate(
         max_new_tokens=max_new_tokens,
         batch_size=batch_size,
         dtype=dtype,
+        engine=engine,
         threads=threads,
     )
     wall = time.perf_counter() - start
@@ -188,6 +202,8 @@ def run_generate(
         "tokens": int(stats["tokens"]),
         "device": prov.get("device"),
         "dtype": str((prov.get("settings") or {}).get("dtype", "")).replace("torch.", ""),
+        "phases": {k: stats[k] for k in ("engine_start_s", "generate_s", "model_load_s", "probe_s") if k in stats},
+        "probed_pairs": int(stats["unique_inputs"]),
     }
 
 
@@ -200,15 +216,6 @@ def pipeline_outputs(work: str) -> pd.DataFrame:
     return gens[KEYS + ["response", "n_tokens", "stopped"]].merge(
         probes[KEYS + ["logprob", "entropy", "act_cos", "act_cos_layers"]], on=KEYS, how="outer"
     )
-
-
-def run_pipeline(
-    variants_path: str, model_dir: str, work: str, max_new_tokens: int, batch_size: int, dtype: str, threads: int | None
-) -> tuple[pd.DataFrame, dict[str, Any]]:
-    """(a) in this process: the generate job; its two tables joined, and its measurements."""
-    Path(work).mkdir(parents=True, exist_ok=True)
-    gen = run_generate(variants_path, model_dir, work, max_new_tokens, batch_size, dtype, threads)
-    return pipeline_outputs(work), gen
 
 
 # ---------------------------------------------------------------------------- child processes
@@ -258,6 +265,79 @@ def wait_for_quiet(timeout: float, busy_share: float = 0.1) -> float | None:
         time.sleep(10.0)
 
 
+def vllm_alone(
+    variants: pd.DataFrame,
+    model_dir: str,
+    max_new_tokens: int,
+    dtype: str,
+    threads: int,
+    probes_from: str | None,
+    logprob_rows: int = LOGPROB_ROWS,
+):
+    """(d): vLLM's start-up, then its generation of every distinct input, then (with the job's
+    probes table ``probes_from``) its prompt log-probabilities of r_0 after the first
+    ``logprob_rows`` distinct (input, r_0) pairs. Outputs per variant and timings."""
+    import torch
+    from vllm import SamplingParams
+    from vllm.inputs import TokensPrompt
+
+    from shiftwork.device import pick_device, pick_dtype
+    from shiftwork.inference.formatting import model_input
+    from shiftwork.inference.generation import VllmEngine, encode_inputs
+    from shiftwork.inference.probe import response_ids
+    from shiftwork.models.loading import load_tokenizer
+    from shiftwork.models.prepare import read_info
+
+    start = time.perf_counter()
+    chat = bool(read_info(model_dir).get("chat"))
+    tok = load_tokenizer(model_dir, "left")
+    device = pick_device()
+    inputs = [model_input(tok, t, chat) for t in variants["text"]]
+    unique = list(dict.fromkeys(inputs))
+    longest = max(len(e) for e in encode_inputs(tok, unique, chat))
+    with VllmEngine(
+        model_dir, tok, chat, pick_dtype(dtype, device), device, longest + 2 * max_new_tokens + 2, len(unique), threads
+    ) as engine:
+        ready = time.perf_counter()
+        gens = dict(zip(unique, engine.generate_all(unique, max_new_tokens)))
+        generated = time.perf_counter()
+        out = variants[KEYS].assign(
+            response=[gens[x].response for x in inputs],
+            n_tokens=[gens[x].n_tokens for x in inputs],
+            stopped=[gens[x].stopped for x in inputs],
+        )
+        timing = {"engine_start_s": ready - start, "generate_s": generated - ready}
+        if probes_from is not None:
+            # the pairs the job probed: each distinct input with its prompt's r_0 (the baseline's response)
+            base = out.assign(x=inputs)[variants["family"].to_numpy() == "baseline"].set_index("prompt_id")
+            pairs = out.assign(x=inputs, r0=variants["prompt_id"].map(base["response"]).to_numpy())
+            distinct = pairs.drop_duplicates(["x", "r0"]).head(logprob_rows)
+            x_ids = encode_inputs(tok, distinct["x"].tolist(), chat)
+            r_ids = response_ids(SimpleNamespace(tokenizer=tok), distinct["r0"].tolist())
+            prompts = [TokensPrompt(prompt_token_ids=x + r) for x, r in zip(x_ids, r_ids)]
+            t0 = time.perf_counter()
+            results = engine.llm.generate(
+                prompts, SamplingParams(max_tokens=1, prompt_logprobs=0, detokenize=False), use_tqdm=False
+            )
+            timing["prompt_logprobs_s"] = time.perf_counter() - t0
+            timing["prompt_logprobs_rows"] = len(distinct)
+            lp = []
+            for x, r, res in zip(x_ids, r_ids, results):
+                entries = res.prompt_logprobs[len(x) : len(x) + len(r)]
+                lp.append(float(sum(e[t].logprob for e, t in zip(entries, r))))
+            distinct = distinct.assign(vllm_logprob=lp)
+            out = out.merge(
+                pairs[KEYS + ["x", "r0"]].merge(distinct[["x", "r0", "vllm_logprob"]], on=["x", "r0"], how="left")[
+                    KEYS + ["vllm_logprob"]
+                ],
+                on=KEYS,
+            )
+    timing["wall_s"] = time.perf_counter() - start
+    n_tokens = int(sum(gens[x].n_tokens for x in unique))
+    info = {"device": str(device), "dtype": str(pick_dtype(dtype, device)).replace("torch.", ""), "unique": len(unique)}
+    return out, {**timing, **info, "rows": len(out), "tokens": n_tokens, "threads": torch.get_num_threads()}
+
+
 def run_child(
     kind: str,
     variants_path: str,
@@ -267,10 +347,11 @@ def run_child(
     batch_size: int,
     dtype: str,
     threads: int,
+    probes_from: str | None = None,
 ) -> dict[str, Any]:
-    """One measurement in this (fresh) process: ``generate`` (a, the workflow's job) or
-    ``reference`` (b). Times cover what the step does: for (a) the job's model load and Parquet
-    I/O as well, for (b) the loop after loading the model once."""
+    """One measurement in this (fresh) process: ``job`` (a), ``reference`` (b), ``transformers``
+    (c) or ``vllm`` (d). Times cover what each does: for (a), (c) and (d) start-up, model loads
+    and Parquet I/O as well, for (b) the loop after loading the model once."""
     import torch
 
     from shiftwork.device import set_threads
@@ -278,9 +359,13 @@ def run_child(
 
     Path(work).mkdir(parents=True, exist_ok=True)
     cpu0 = cpu_seconds()
-    if kind == "generate":
-        result = run_generate(variants_path, model_dir, work, max_new_tokens, batch_size, dtype, threads)
+    if kind in ("job", "transformers"):
+        engine = "vllm" if kind == "job" else "transformers"
+        result = run_generate(variants_path, model_dir, work, max_new_tokens, batch_size, dtype, threads, engine)
         write_table(pipeline_outputs(work), Path(work) / "outputs.parquet")
+    elif kind == "vllm":
+        outputs, result = vllm_alone(read_table(variants_path), model_dir, max_new_tokens, dtype, threads, probes_from)
+        write_table(outputs, Path(work) / "outputs.parquet")
     else:
         from shiftwork.models.loading import load_prepared
 
@@ -295,7 +380,6 @@ def run_child(
             "tokens": int(outputs["n_tokens"].sum()),
             "device": str(lm.device),
             "dtype": str(lm.dtype).replace("torch.", ""),
-            "attn_implementation": getattr(lm.model.config, "_attn_implementation", None),
         }
         write_table(outputs, Path(work) / "outputs.parquet")
     result.update(kind=kind, cpu_s=cpu_seconds() - cpu0, threads=torch.get_num_threads(), peak_rss_mib=peak_rss_mib())
@@ -305,8 +389,45 @@ def run_child(
     return result
 
 
-def spawn(kind: str, variants_path: Path, work: Path, args: argparse.Namespace) -> dict[str, Any]:
-    """Run one measurement in a child process; what it reports, plus the load it ran under."""
+class TreeMemory:
+    """The peak, over a process and all its descendants (vLLM runs its engine in child
+    processes), of their summed proportional set size (PSS: shared pages split between the
+    processes sharing them), sampled every ``interval`` seconds in a thread."""
+
+    def __init__(self, pid: int, interval: float = 0.25):
+        import threading
+
+        import psutil
+
+        self.root, self.peak, self.interval = psutil.Process(pid), 0.0, interval
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        import psutil
+
+        while not self._stop.is_set():
+            total = 0
+            try:
+                procs = [self.root, *self.root.children(recursive=True)]
+            except psutil.Error:
+                break
+            for proc in procs:
+                with contextlib.suppress(psutil.Error):
+                    total += proc.memory_full_info().pss
+            self.peak = max(self.peak, total / 2**20)
+            self._stop.wait(self.interval)
+
+    def stop(self) -> float:
+        self._stop.set()
+        self._thread.join()
+        return self.peak
+
+
+def spawn(kind: str, variants_path: Path, work: Path, args: argparse.Namespace, probes_from: Path | None = None):
+    """Run one measurement in a child process; what it reports, plus the load it ran under and
+    the peak memory of its process tree."""
     quiet = wait_for_quiet(args.wait_quiet) if args.wait_quiet else None
     report = work / f"{kind}.json"
     cmd = [
@@ -327,17 +448,24 @@ def spawn(kind: str, variants_path: Path, work: Path, args: argparse.Namespace) 
         args.dtype,
         "--threads",
         str(args.threads),
-    ]
+    ] + (["--probes-from", str(probes_from)] if probes_from else [])
     report.unlink(missing_ok=True)
     load_before, busy0, start = os.getloadavg()[0], machine_busy_seconds(), time.monotonic()
     children0 = resource.getrusage(resource.RUSAGE_CHILDREN)
-    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+    log = work.parent / f"{kind}.log"
+    work.mkdir(parents=True, exist_ok=True)
+    with open(log, "w") as fh:
+        proc = subprocess.Popen(cmd, cwd=ROOT, stdout=fh, stderr=subprocess.STDOUT, text=True)
+        memory = TreeMemory(proc.pid)
+        proc.wait()
+        tree_peak = memory.stop()
     elapsed = time.monotonic() - start
     children1 = resource.getrusage(resource.RUSAGE_CHILDREN)
     busy1 = machine_busy_seconds()
     if proc.returncode != 0:
-        raise RuntimeError(f"child {kind} on {variants_path} failed:\n{proc.stderr[-4000:]}")
+        raise RuntimeError(f"child {kind} on {variants_path} failed (log {log}):\n{log.read_text()[-4000:]}")
     result = json.loads(report.read_text())
+    result["peak_tree_pss_mib"] = round(tree_peak, 1)
     result["load_1min"] = [round(load_before, 2), round(os.getloadavg()[0], 2)]
     if busy0 is not None and busy1 is not None:
         child_cpu = (children1.ru_utime + children1.ru_stime) - (children0.ru_utime + children0.ru_stime)
@@ -346,62 +474,73 @@ def spawn(kind: str, variants_path: Path, work: Path, args: argparse.Namespace) 
     return result
 
 
-def measure_pipeline(variants_path: Path, work: Path, args: argparse.Namespace) -> dict[str, Any]:
-    """(a): the generate job in a child process."""
-    gen = spawn("generate", variants_path, work, args)
-    return {**gen, "generate_peak_rss_mib": gen["peak_rss_mib"], "gpu_peak_mib": gen.get("gpu_peak_mib") or None}
-
-
 # ---------------------------------------------------------------------------- comparison and report
 
 
-def compare(a: pd.DataFrame, b: pd.DataFrame, tol: float) -> dict[str, Any]:
-    """Where (a) and (b) disagree: responses token for token, probe values beyond ``tol``. Probe
-    values are compared only where both probed the same r_0 (a different baseline response is
-    already counted as a response mismatch)."""
-    both = a.merge(b, on=KEYS, how="outer", suffixes=("_a", "_b"), indicator=True)
+def same_responses(a: pd.DataFrame, b: pd.DataFrame) -> dict[str, Any]:
+    """How many variants got the same response (text, token count and stop) in ``a`` and ``b``,
+    and which did not."""
+    both = a[KEYS + ["response", "n_tokens", "stopped"]].merge(
+        b[KEYS + ["response", "n_tokens", "stopped"]], on=KEYS, how="outer", suffixes=("_a", "_b"), indicator=True
+    )
     unmatched = int((both["_merge"] != "both").sum())
     both = both[both["_merge"] == "both"]
-    same_response = (both["response_a"] == both["response_b"]) & (both["n_tokens_a"] == both["n_tokens_b"])
+    same = (
+        (both["response_a"] == both["response_b"])
+        & (both["n_tokens_a"] == both["n_tokens_b"])
+        & (both["stopped_a"] == both["stopped_b"])
+    )
+    differing = both[~same]
+    return {
+        "rows": len(both),
+        "unmatched_rows": unmatched,
+        "identical": int(same.sum()),
+        "identical_share": round(float(same.mean()), 4) if len(both) else 1.0,
+        "differing": [
+            {"variant_id": r.variant_id, "a": r.response_a, "b": r.response_b} for r in differing.itertuples()
+        ],
+    }
+
+
+def probe_diffs(a: pd.DataFrame, b: pd.DataFrame, tol: float, columns=("logprob", "entropy", "act_cos")):
+    """The largest absolute difference of each probe value between ``a`` and ``b`` where both
+    probed the same r_0 (a different baseline response is a response difference, counted apart),
+    and how many values lie beyond ``tol``."""
+    both = a.merge(b, on=KEYS, suffixes=("_a", "_b"))
     base = both[both["variant_id"].str.contains("|baseline|", regex=False)].set_index("prompt_id")
     same_r0 = both["prompt_id"].map(base["response_a"] == base["response_b"]).fillna(False).astype(bool)
     probed = both[same_r0]
     diffs, outside = {}, 0
-    for col in ("logprob", "entropy", "act_cos"):
+    for col in columns:
         d = (probed[f"{col}_a"] - probed[f"{col}_b"]).abs()
         diffs[col] = float(d.max()) if len(d) else 0.0
-        outside += int((d > tol).sum()) if col != "act_cos" else 0
-    if len(probed):
+        outside += int((d > tol).sum())
+    if "act_cos" in columns and len(probed):
         layers = np.abs(
             np.stack(probed["act_cos_layers_a"].map(np.asarray).to_list())
             - np.stack(probed["act_cos_layers_b"].map(np.asarray).to_list())
         )
         diffs["act_cos_layers"] = float(layers.max())
         outside += int((layers > tol).any(axis=1).sum())
-    mismatched = both.loc[~same_response, "variant_id"].tolist()
-    return {
-        "rows": len(both),
-        "unmatched_rows": unmatched,
-        "response_mismatches": len(mismatched),
-        "mismatched_variants": mismatched[:10],
-        "rows_compared_for_probe": len(probed),
-        "probe_values_outside_tol": outside,
-        "max_abs_diff": diffs,
-        "tol": tol,
-        "equal": unmatched == 0 and not mismatched and outside == 0,
-    }
+    return {"rows_compared": len(probed), "max_abs_diff": diffs, "outside_tol": outside, "tol": tol}
 
 
 def summarise(runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
     walls = [r["wall_s"] for r in runs]
     rows, tokens = runs[0]["rows"], runs[0]["tokens"]
     wall = statistics.median(walls)
+    phases = {}
+    for key in ("engine_start_s", "generate_s", "model_load_s", "probe_s", "prompt_logprobs_s"):
+        values = [r.get("phases", r).get(key) for r in runs]
+        if all(v is not None for v in values):
+            phases[key] = round(statistics.median(values), 2)
     return {
         "wall_s": round(wall, 2),
         "wall_s_runs": [round(w, 2) for w in walls],
+        "phases_s": phases,
         "variant_evals_per_s": round(rows / wall, 3),
         "tokens_per_s": round(tokens / wall, 2),
-        "peak_rss_mib": round(max(r["peak_rss_mib"] for r in runs), 1),
+        "peak_tree_pss_mib": round(max(r["peak_tree_pss_mib"] for r in runs), 1),
         "gpu_peak_mib": round(max(r.get("gpu_peak_mib") or 0.0 for r in runs), 1) or None,
         "cpu_per_wall": round(statistics.median(r["cpu_s"] / r["wall_s"] for r in runs), 2),
         "other_cpu_share_max": max(r.get("other_cpu_share", 0.0) for r in runs),
@@ -410,34 +549,60 @@ def summarise(runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+LABELS = {
+    "job": "(a) generate job (vLLM + probe pass)",
+    "reference": "(b) one-variant-at-a-time loop",
+    "transformers": "(c) batched transformers generate + probe pass",
+    "vllm": "(d) vLLM generation alone",
+}
+
+
 def markdown(result: dict[str, Any]) -> str:
-    a, b = result["pipeline"], result["reference"]
+    s = result["summary"]
+    a = s["job"]
     lines = [
         f"{result['model']} on {result['device']} ({result['dtype']}, {result['threads']} threads), "
-        f"{a['rows']} variant evaluations, max_new_tokens {result['max_new_tokens']}, batch size {result['batch_size']}",
+        f"{a['rows']} variant evaluations ({result['unique_inputs']} distinct inputs), max_new_tokens "
+        f"{result['max_new_tokens']}, batch size {result['batch_size']}; median of {result['runs']} runs",
         "",
-        "| | evals/s | tokens/s | wall s | peak RSS MiB |",
-        "|---|---:|---:|---:|---:|",
-        f"| (a) shiftwork | {a['variant_evals_per_s']:.2f} | {a['tokens_per_s']:.1f} | {a['wall_s']:.1f} | {a['peak_rss_mib']:.0f} |",
-        f"| (b) reference loop | {b['variant_evals_per_s']:.2f} | {b['tokens_per_s']:.1f} | {b['wall_s']:.1f} | {b['peak_rss_mib']:.0f} |",
-        "",
-        f"ratio (b)/(a): {result['ratio']:.2f}x (median of runs {result['ratio_runs']}); "
-        f"outputs equal: {result['outputs_equal']}",
+        "| | wall s | phases s | evals/s | tokens/s | peak PSS MiB (all processes) |",
+        "|---|---:|---|---:|---:|---:|",
     ]
-    if result.get("scaling"):
+    for kind, label in LABELS.items():
+        r = s[kind]
+        phases = ", ".join(f"{k.removesuffix('_s').replace('_', ' ')} {v:.1f}" for k, v in r["phases_s"].items())
+        lines.append(
+            f"| {label} | {r['wall_s']:.1f} | {phases} | {r['variant_evals_per_s']:.2f} | {r['tokens_per_s']:.1f} | "
+            f"{r['peak_tree_pss_mib']:.0f} |"
+        )
+    ratios = result["ratios"]
+    lines += [
+        "",
+        f"(b)/(a) {ratios['reference_over_job']:.2f}x; (c)/(a) {ratios['transformers_over_job']:.2f}x "
+        f"(target >= 2.5: {ratios['transformers_over_job'] >= 2.5}); (a)/((d) + probe pass) "
+        f"{ratios['job_over_vllm_plus_probe']:.2f} (target <= 1.25: {ratios['job_over_vllm_plus_probe'] <= 1.25}; (d) "
+        "counted as its start-up and generation); "
+        f"generation alone, (c)/(d): {ratios['transformers_generate_over_vllm_generate']:.2f}x",
+        "",
+        "| responses compared | identical | share |",
+        "|---|---:|---:|",
+    ]
+    for name, eq in result["responses"].items():
+        lines.append(f"| {name} | {eq['identical']}/{eq['rows']} | {eq['identical_share']:.3f} |")
+    lp = s["vllm"]["phases_s"].get("prompt_logprobs_s")
+    if lp is not None:
         lines += [
             "",
-            "| scale | rows | time s | t/t(1x) | limit | generate peak RSS MiB |",
-            "|---:|---:|---:|---:|---:|---:|",
+            f"vLLM prompt log-probabilities (log-prob axis only): {1000 * lp / result['logprob_rows']:.0f} ms per "
+            f"(input, r_0) pair over {result['logprob_rows']} pairs; the probe pass (log-prob, entropy and layer "
+            f"states): {1000 * a['phases_s']['probe_s'] / result['probed_pairs']:.0f} ms per pair over "
+            f"{result['probed_pairs']}",
         ]
-        for s in result["scaling"]["points"]:
-            lines.append(
-                f"| {s['scale']}x | {s['rows']} | {s['wall_s']:.1f} | {s['time_ratio']:.2f} | "
-                f"{s['time_limit_ratio']:.2f} | {s['generate_peak_rss_mib']:.0f} |"
-            )
+    lines.append("")
+    for name, d in result["probes"].items():
+        diffs = ", ".join(f"{k} {v:.2g}" for k, v in d["max_abs_diff"].items())
         lines.append(
-            f"time linear within 15%: {result['scaling']['linear']}; "
-            f"generate memory flat: {result['scaling']['memory_flat']}"
+            f"probes {name}: {d['rows_compared']} rows, max |diff| {diffs}; beyond {d['tol']}: {d['outside_tol']}"
         )
     load = result["contention"]
     lines.append(
@@ -447,48 +612,19 @@ def markdown(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def scaling_points(args: argparse.Namespace, config: dict, work: Path) -> tuple[dict[str, Any], list[dict]]:
-    """(a) on ``args.scales`` times as many prompts (and so variants): time and the generate job's
-    peak memory at each size."""
-    from shiftwork.tables import write_table
-
-    points, runs = [], []
-    for scale in args.scales:
-        path = work / f"variants_{scale}x.parquet"
-        write_table(bench_variants(config, args.prompts * scale), path)
-        run = measure_pipeline(path, work / f"pipeline_{scale}x", args)
-        runs.append(run)
-        points.append(
-            {
-                "scale": scale,
-                "rows": run["rows"],
-                "wall_s": round(run["wall_s"], 2),
-                "inference_s": round(run["inference_s"], 2),
-                "generate_peak_rss_mib": round(run["generate_peak_rss_mib"], 1),
-                "other_cpu_share": run.get("other_cpu_share", 0.0),
-            }
-        )
-        print(
-            f"scale {scale}x: {run['rows']} rows, {run['wall_s']:.1f} s, generate peak "
-            f"{run['generate_peak_rss_mib']:.0f} MiB",
-            file=sys.stderr,
-            flush=True,
-        )
-    base = min(points, key=lambda p: p["scale"])
-    for p in points:
-        p["time_ratio"] = round(p["wall_s"] / base["wall_s"], 3)
-        p["time_limit_ratio"] = round(1.15 * p["scale"] / base["scale"], 3)
-    scaling = {
-        "points": points,
-        # time at k x the variants at most 1.15 k times the time at 1x
-        "linear": all(p["time_ratio"] <= p["time_limit_ratio"] for p in points),
-        # the generate job's peak resident memory stays within 5% (or 50 MiB) of the smallest run's
-        "memory_flat": all(
-            p["generate_peak_rss_mib"] <= max(1.05 * base["generate_peak_rss_mib"], base["generate_peak_rss_mib"] + 50)
-            for p in points
+def ratios(summary: dict[str, dict[str, Any]]) -> dict[str, float]:
+    """The job's wall time against (b) and (c), and against vLLM's start-up and generation in (d)
+    plus the job's own probe pass; transformers' generation against vLLM's."""
+    job, ref, hf, vl = (summary[k] for k in ("job", "reference", "transformers", "vllm"))
+    vllm_alone = vl["phases_s"]["engine_start_s"] + vl["phases_s"]["generate_s"]
+    return {
+        "reference_over_job": round(ref["wall_s"] / job["wall_s"], 2),
+        "transformers_over_job": round(hf["wall_s"] / job["wall_s"], 2),
+        "job_over_vllm_plus_probe": round(job["wall_s"] / (vllm_alone + job["phases_s"]["probe_s"]), 2),
+        "transformers_generate_over_vllm_generate": round(
+            hf["phases_s"]["generate_s"] / vl["phases_s"]["generate_s"], 2
         ),
     }
-    return scaling, runs
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
@@ -497,44 +633,58 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
 
     config = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
     work = Path(args.work)
-    compare_path = work / "variants_compare.parquet"
-    write_table(bench_variants(config, args.prompts), compare_path)
-    pipeline_runs, reference_runs, equality, ratios = [], [], [], []
+    variants_path = work / "variants.parquet"
+    write_table(bench_variants(config, args.prompts), variants_path)
+    runs: dict[str, list[dict[str, Any]]] = {kind: [] for kind in LABELS}
+    outputs: dict[str, pd.DataFrame] = {}
     for run in range(args.runs):
-        pipeline_runs.append(measure_pipeline(compare_path, work / "pipeline", args))
-        reference_runs.append(spawn("reference", compare_path, work / "reference", args))
-        equality.append(
-            compare(
-                read_table(work / "pipeline" / "outputs.parquet"),
-                read_table(work / "reference" / "outputs.parquet"),
-                args.tol,
-            )
-        )
-        ratios.append(reference_runs[-1]["wall_s"] / pipeline_runs[-1]["wall_s"])
+        for kind in LABELS:
+            if kind == "reference" and run >= args.reference_runs:
+                continue
+            probes_from = work / "job" / "probes.parquet" if kind == "vllm" else None
+            runs[kind].append(spawn(kind, variants_path, work / kind, args, probes_from))
+            outputs[kind] = read_table(work / kind / "outputs.parquet")
         print(
-            f"run {run + 1}/{args.runs}: (a) {pipeline_runs[-1]['wall_s']:.1f} s, (b) {reference_runs[-1]['wall_s']:.1f} s,"
-            f" ratio {ratios[-1]:.2f}, equal {equality[-1]['equal']}",
+            f"run {run + 1}/{args.runs}: " + ", ".join(f"{k} {r[-1]['wall_s']:.1f} s" for k, r in runs.items()),
             file=sys.stderr,
             flush=True,
         )
-    ref = reference_runs[0]
+    summary = {kind: summarise(r) for kind, r in runs.items()}
+    responses = {
+        "(a) vs (b)": same_responses(outputs["job"], outputs["reference"]),
+        "(c) vs (b)": same_responses(outputs["transformers"], outputs["reference"]),
+        "(a) vs (c)": same_responses(outputs["job"], outputs["transformers"]),
+        "(d) vs (a)": same_responses(outputs["vllm"], outputs["job"]),
+    }
+    probes = {
+        "(a) vs (b)": probe_diffs(outputs["job"], outputs["reference"], args.tol),
+        "(c) vs (b)": probe_diffs(outputs["transformers"], outputs["reference"], args.tol),
+        "(d) prompt logprobs vs (a)": probe_diffs(
+            outputs["vllm"].dropna(subset=["vllm_logprob"]).rename(columns={"vllm_logprob": "logprob"}),
+            outputs["job"],
+            args.tol,
+            ("logprob",),
+        ),
+    }
+    first = runs["job"][0]
     result: dict[str, Any] = {
         "model": MODEL,
-        "device": ref["device"],
-        "dtype": ref["dtype"],
-        "attn_implementation": ref["attn_implementation"],
-        "gpu": ref.get("gpu"),
-        "threads": ref["threads"],
+        "device": first["device"],
+        "dtype": first["dtype"],
+        "gpu": first.get("gpu"),
+        "threads": first["threads"],
         "max_new_tokens": args.max_new_tokens,
         "batch_size": args.batch_size,
         "prompts": args.prompts,
+        "runs": args.runs,
+        "unique_inputs": runs["vllm"][0]["unique"],
+        "logprob_rows": runs["vllm"][0].get("prompt_logprobs_rows"),
+        "probed_pairs": runs["job"][0]["probed_pairs"],
         "variant_settings": VARIANT_SETTINGS,
-        "pipeline": summarise(pipeline_runs),
-        "reference": summarise(reference_runs),
-        "ratio": round(statistics.median(ratios), 2),
-        "ratio_runs": [round(r, 2) for r in ratios],
-        "outputs_equal": all(e["equal"] for e in equality),
-        "equality": equality,
+        "summary": summary,
+        "ratios": ratios(summary),
+        "responses": responses,
+        "probes": probes,
         "host": {
             "machine": platform.machine(),
             "processor": platform.processor(),
@@ -542,10 +692,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             "python": platform.python_version(),
         },
     }
-    measured = pipeline_runs + reference_runs
-    if args.scales:
-        result["scaling"], scale_runs = scaling_points(args, config, work)
-        measured += scale_runs
+    measured = [r for rs in runs.values() for r in rs]
     loads = [x for r in measured for x in r["load_1min"]]
     result["contention"] = {
         "load_1min_min": min(loads),
@@ -554,6 +701,12 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         "note": "other_cpu_share: CPU time of other processes during a measurement, as a share "
         "of all CPUs; near 0 means the machine was otherwise idle",
     }
+    result["equal"] = (
+        responses["(a) vs (c)"]["identical_share"] == 1.0
+        and responses["(c) vs (b)"]["identical_share"] == 1.0
+        and probes["(a) vs (b)"]["outside_tol"] == 0
+        and probes["(c) vs (b)"]["outside_tol"] == 0
+    )
     write_text(json.dumps(result, indent=2) + "\n", args.out)
     print(markdown(result))
     return result
@@ -563,9 +716,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     config = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
     spec = config["models"][MODEL]
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--prompts", type=int, default=14, help="prompts compared, and at scale 1x (16 rows each)")
+    p.add_argument("--prompts", type=int, default=14, help="prompts (16 variant evaluations each)")
     p.add_argument("--runs", type=int, default=3)
-    p.add_argument("--scales", type=int, nargs="*", default=[1, 2, 4])
+    p.add_argument(
+        "--reference-runs", type=int, default=3, help="runs of (b), the slowest (at most --runs; its median is used)"
+    )
     p.add_argument("--tol", type=float, default=1e-3)
     from shiftwork.models.prepare import prepared_dir
 
@@ -578,7 +733,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "--expect-equal",
         action=argparse.BooleanOptionalAction,
         default=True,
-        help="exit with status 1 when (a) and (b) disagree (off for bfloat16, whose rounding differs by batch)",
+        help="exit with status 1 when (a) and (c) or (c) and (b) give different responses or probe values "
+        "beyond --tol (off for bfloat16, whose rounding differs by batch)",
     )
     p.add_argument(
         "--wait-quiet",
@@ -593,7 +749,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 def child_main(argv: Sequence[str]) -> None:
     p = argparse.ArgumentParser()
-    p.add_argument("kind", choices=["generate", "reference"])
+    p.add_argument("kind", choices=list(LABELS))
     p.add_argument("variants")
     p.add_argument("work")
     p.add_argument("report")
@@ -602,8 +758,11 @@ def child_main(argv: Sequence[str]) -> None:
     p.add_argument("--batch-size", type=int, required=True)
     p.add_argument("--dtype", required=True)
     p.add_argument("--threads", type=int, required=True)
+    p.add_argument("--probes-from")
     a = p.parse_args(argv)
-    result = run_child(a.kind, a.variants, a.work, a.model_dir, a.max_new_tokens, a.batch_size, a.dtype, a.threads)
+    result = run_child(
+        a.kind, a.variants, a.work, a.model_dir, a.max_new_tokens, a.batch_size, a.dtype, a.threads, a.probes_from
+    )
     Path(a.report).write_text(json.dumps(result))
 
 
@@ -612,7 +771,11 @@ if __name__ == "__main__":
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     if len(sys.argv) > 1 and sys.argv[1] == "child":
         child_main(sys.argv[2:])
+    elif len(sys.argv) > 1 and sys.argv[1] == "report":  # the table again, from a saved result
+        saved = json.loads(Path(sys.argv[2] if len(sys.argv) > 2 else parse_args([]).out).read_text())
+        saved["ratios"] = ratios(saved["summary"])
+        print(markdown(saved))
     else:
         args = parse_args(sys.argv[1:])
         outcome = main(sys.argv[1:])
-        sys.exit(1 if args.expect_equal and not outcome["outputs_equal"] else 0)
+        sys.exit(1 if args.expect_equal and not outcome["equal"] else 0)

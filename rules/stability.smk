@@ -119,7 +119,8 @@ rule report_gate:
         "../scripts/report_gate.py"
 
 
-# Responses and probes come from the same forward passes (shiftwork.inference.respond).
+# Responses from vLLM (or transformers: stability.generation.engine), then one transformers
+# probe pass over them (shiftwork.inference.generation, shiftwork.inference.probe).
 rule generate_responses:
     input:
         variants="results/stability/filtered/{dataset}.parquet",
@@ -140,11 +141,29 @@ rule generate_responses:
         gpu=1,
     params:
         max_new_tokens=GENERATION["max_new_tokens"],
+        engine=GENERATION["engine"],
         batch_size=model_batch_size,
         dtype=model_dtype,
         store_hidden=PROBE["store_hidden"],
     script:
         "../scripts/generate_responses.py"
+
+
+# stability.generate_jobs: per_model (the default): one job per model over all the study's
+# datasets, which starts vLLM once per model.
+use rule generate_responses as generate_model_responses with:
+    input:
+        variants=study_filtered,
+        model=evaluated_model,
+    output:
+        generations=model_outputs("generations"),
+        probes=model_outputs("probes"),
+    log:
+        "logs/generate_responses/{model}.log",
+    benchmark:
+        "benchmarks/generate_responses/{model}.tsv"
+    wildcard_constraints:
+        model=models_pattern(),
 
 
 # A dataset of more than stability.shard_size prompts: one generate job per shard of its
@@ -163,6 +182,7 @@ use rule generate_responses as generate_shard_responses with:
         shard=r"\d+",
     params:
         max_new_tokens=GENERATION["max_new_tokens"],
+        engine=GENERATION["engine"],
         batch_size=model_batch_size,
         dtype=model_dtype,
         store_hidden=PROBE["store_hidden"],

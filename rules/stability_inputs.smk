@@ -15,6 +15,7 @@ STATS_R = STABILITY["axes"]["R"]
 JUDGE = STABILITY["axes"].get("judge")
 STATISTICS = STABILITY["statistics"]
 SHARD_SIZE = STABILITY["shard_size"]
+PER_MODEL = STABILITY["generate_jobs"] == "per_model"
 
 
 wildcard_constraints:
@@ -82,9 +83,29 @@ def n_shards(dataset):
 
 
 def datasets_pattern(sharded):
-    """A wildcard constraint matching the datasets that are (or are not) sharded."""
+    """A wildcard constraint matching the datasets that are (or are not) sharded; none when
+    generate jobs run per model."""
     names = [d for d in config["datasets"] if (n_shards(d) > 1) == sharded]
-    return "|".join(map(re.escape, names)) or "(?!)"
+    return "|".join(map(re.escape, names)) if names and not PER_MODEL else "(?!)"
+
+
+def models_pattern():
+    """A wildcard constraint matching every model when generate jobs run per model, else none."""
+    return "|".join(map(re.escape, config["models"])) if PER_MODEL else "(?!)"
+
+
+def study_filtered(wildcards=None):
+    return expand(
+        "results/stability/filtered/{dataset}.parquet", dataset=STABILITY["datasets"]
+    )
+
+
+def model_outputs(kind):
+    """A model's generations or probes table of every dataset of the study."""
+    return expand(
+        f"results/stability/{kind}/{{{{model}}}}/{{dataset}}.parquet",
+        dataset=STABILITY["datasets"],
+    )
 
 
 def shard_count(wildcards):

@@ -16,6 +16,7 @@ with log_to(snakemake.log[0]), claim_gpu():
         max_new_tokens=snakemake.params.max_new_tokens,
         batch_size=snakemake.params.batch_size,
         dtype=snakemake.params.dtype,
+        engine=snakemake.params.engine,
         store_hidden=snakemake.params.store_hidden,
         threads=snakemake.threads,
         shard=snakemake.params.get("shard", 0),

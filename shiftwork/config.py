@@ -148,6 +148,11 @@ def reference_errors(config: Mapping[str, Any]) -> list[str]:
         check("stability.axes.encoder", axes["encoder"], encoders, "encoder")
     if "judge" in axes:
         check("stability.axes.judge", axes["judge"], models, "model")
+    if st.get("shard_size") and st.get("generate_jobs", "per_model") == "per_model":
+        errors.append(
+            "config key 'stability.shard_size': shards split per-dataset jobs; set 'stability.generate_jobs: "
+            "per_dataset' with it"
+        )
     stats = st.get("statistics") or {}
     if "primary_eps" in stats and "eps" in stats and stats["primary_eps"] not in stats["eps"]:
         errors.append(

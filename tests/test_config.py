@@ -183,3 +183,11 @@ def test_rules_state_no_config_default(root):
     for path in sorted((root / "rules").glob("*.smk")):
         for number, line in enumerate(path.read_text().splitlines(), 1):
             assert not literal.search(line), f"{path.name}:{number}: {line.strip()}"
+
+
+def test_shards_need_per_dataset_generate_jobs(default_config):
+    cfg = copy.deepcopy(default_config)
+    cfg["stability"]["shard_size"] = 50
+    assert "config key 'stability.shard_size'" in errors_of(cfg)
+    cfg["stability"]["generate_jobs"] = "per_dataset"
+    check_config(cfg)

@@ -392,7 +392,7 @@ def test_editing_the_dataset_reruns_what_depends_on_it(flow, baseline_tables):
         ("rewrite_prompts", "dataset=tiny"),
         ("make_variants", "dataset=tiny"),
         ("estimate_gate_baseline", ""),
-        ("generate_responses", f"model={MODEL}, dataset=tiny"),
+        ("generate_model_responses", f"model={MODEL}"),
     } <= planned
     assert (
         not {("sample_prompts", "dataset=more"), ("rewrite_prompts", "dataset=more"), ("make_variants", "dataset=more")}

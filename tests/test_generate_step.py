@@ -40,7 +40,8 @@ def test_missing_or_doubled_baselines_fail_before_the_model_loads(tmp_path, rows
 
 
 @pytest.mark.model
-def test_probes_use_the_baseline_response_and_state(tmp_path, prepared_smollm):
+@pytest.mark.parametrize("engine", ["vllm", "transformers"])
+def test_probes_use_the_baseline_response_and_state(tmp_path, prepared_smollm, engine):
     path = write_table(_variants([VAR, BASE, SAME]), tmp_path / "filtered.parquet")
     g_path, p_path = tmp_path / "g.parquet", tmp_path / "p.parquet"
     stats = generate_responses(
@@ -52,12 +53,14 @@ def test_probes_use_the_baseline_response_and_state(tmp_path, prepared_smollm):
         max_new_tokens=8,
         batch_size=2,
         dtype="float32",
+        engine=engine,
         store_hidden=True,
     )
     gens = pd.read_parquet(g_path).set_index("variant_id")
     probes = pd.read_parquet(p_path).set_index("variant_id")
     assert stats["rows"] == 3 and stats["unique_inputs"] == 2
     assert read_provenance(p_path)["step"] == "probe" and read_provenance(g_path)["step"] == "generate"
+    assert read_provenance(g_path)["settings"]["engine"] == engine
 
     lm = load_prepared(prepared_smollm, "float32", device="cpu")
     x0, xv = (model_input(lm.tokenizer, t, lm.chat) for t in (BASE[3], VAR[3]))
@@ -75,3 +78,33 @@ def test_probes_use_the_baseline_response_and_state(tmp_path, prepared_smollm):
     )
     assert list(probes.loc["p1|same", "act_cos_layers"]) == [1.0] * len(p0.last_hidden)
     assert np.allclose(np.stack(probes.loc["p1|noise", "hidden_last"]), pv.last_hidden, atol=1e-4)
+
+
+def test_phase_seconds_follow_the_engine_order():
+    from shiftwork.stability.steps import phase_seconds
+
+    vllm = {"start": 0.0, "engine_ready": 15.0, "generated": 25.0, "model_loaded": 26.0, "probed": 40.0}
+    assert phase_seconds(vllm) == {"engine_start_s": 15.0, "generate_s": 10.0, "model_load_s": 1.0, "probe_s": 14.0}
+    plain = {"start": 0.0, "model_loaded": 1.0, "generated": 31.0, "probed": 45.0}
+    assert phase_seconds(plain) == {"model_load_s": 1.0, "generate_s": 30.0, "probe_s": 14.0}
+
+
+@pytest.mark.model
+def test_one_job_over_two_datasets_writes_each_its_tables(tmp_path, prepared_smollm):
+    """Both datasets use prompt id p1; each table gets its own rows, probed with its own r_0, and
+    they equal what a job over that dataset alone writes."""
+    other = [("e",) + r[1:3] + (t,) + r[4:] for r, t in ((BASE, "Name a prime number."), (VAR, "name a PRIME number."))]
+    paths = [write_table(_variants(rows), tmp_path / f"f{i}.parquet") for i, rows in enumerate([[BASE, VAR], other])]
+    outs = [[tmp_path / f"{kind}{i}.parquet" for i in range(2)] for kind in ("g", "p")]
+    kw = dict(max_new_tokens=6, batch_size=2, dtype="float32", engine="transformers")
+    generate_responses(list(map(str, paths)), str(prepared_smollm), "smol", *[list(map(str, o)) for o in outs], **kw)
+    for i, path in enumerate(paths):
+        alone = [tmp_path / f"alone_{kind}{i}.parquet" for kind in ("g", "p")]
+        generate_responses(str(path), str(prepared_smollm), "smol", *map(str, alone), **kw)
+        for together, single in zip((outs[0][i], outs[1][i]), alone):
+            pd.testing.assert_frame_equal(
+                pd.read_parquet(together).drop(columns="act_cos_layers", errors="ignore"),
+                pd.read_parquet(single).drop(columns="act_cos_layers", errors="ignore"),
+                atol=1e-4,
+            )
+        assert set(pd.read_parquet(outs[0][i])["dataset"]) == {"de"[i]}

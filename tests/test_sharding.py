@@ -36,6 +36,8 @@ def tiny_config(n_prompts: int, shard_size: int = 0) -> dict:
     }
     st = cfg["stability"]
     st.update(models=[MODEL], datasets=["tiny"], shard_size=shard_size)
+    if shard_size:  # shards split per-dataset jobs
+        st["generate_jobs"] = "per_dataset"
     st["variants"] = {
         "register": {"enabled": True, "strengths": [-10, 10], "positions": ["prefix"]},
         "noise": {"enabled": True, "positions": ["suffix"], "spacing": [3], "punctuation": [], "casing": []},
@@ -147,19 +149,31 @@ def test_merge_refuses_mismatched_or_overlapping_shards(tmp_path):
     assert not (tmp_path / "m.parquet").exists()
 
 
-def test_dry_run_shards_only_datasets_larger_than_the_shard_size(tmp_path):
-    cfg = tiny_config(5, shard_size=2)
+def planned_jobs_of_two_datasets(tmp_path, shard_size: int) -> dict[str, int]:
+    """Jobs per rule in a dry run over two datasets: tiny (5 prompts) and small (2)."""
+    cfg = tiny_config(5, shard_size=shard_size)
     cfg["datasets"]["small"] = dict(cfg["datasets"]["tiny"], n=2)
     cfg["stability"]["datasets"] = ["tiny", "small"]
     (tmp_path / "config").mkdir()
     (tmp_path / "config" / "config.yaml").write_text(yaml.safe_dump(cfg))
     proc = snakemake(tmp_path, "-n")
     assert proc.returncode == 0, proc.stderr[-3000:]
-    counts = job_counts(proc.stdout + proc.stderr)
+    return job_counts(proc.stdout + proc.stderr)
+
+
+def test_dry_run_shards_only_datasets_larger_than_the_shard_size(tmp_path):
+    counts = planned_jobs_of_two_datasets(tmp_path, shard_size=2)
     # tiny: 5 prompts -> 3 shards of at most 2; small: 2 prompts -> one job, nothing to merge
     assert counts["generate_shard_responses"] == 3 and "probe_shard" not in counts
     assert counts["generate_responses"] == 1 and "probe" not in counts
     assert counts["merge_generations"] == counts["merge_probes"] == 1
+    assert "generate_model_responses" not in counts
+
+
+def test_dry_run_runs_one_generate_job_per_model_by_default(tmp_path):
+    counts = planned_jobs_of_two_datasets(tmp_path, shard_size=0)
+    assert counts["generate_model_responses"] == 1 and counts["score_axes"] == 2
+    assert not {"generate_responses", "generate_shard_responses", "merge_generations"} & set(counts)
 
 
 # --- a sharded run equals the unsharded one ------------------------------------------------

@@ -258,7 +258,7 @@ def test_killed_generate_leaves_no_parquet_and_rerun_matches(run_dir):
     target = run_dir / "results/stability/generations/smollm2-135m-instruct/tiny.parquet"
     before = pd.read_parquet(target)
     target.unlink()
-    log = run_dir / "logs/generate_responses/smollm2-135m-instruct/tiny.log"
+    log = run_dir / "logs/generate_responses/smollm2-135m-instruct.log"
     log.unlink(missing_ok=True)
     assert kill_while_writing(run_dir, target), "generate never started writing its output"
     assert not target.exists()

@@ -1,10 +1,9 @@
-"""How many rows a batch holds: the configured batch size, grown on a GPU to use its memory.
+"""Which rows run together in the transformers passes (probes, the transformers engine).
 
-A model's ``batch_size`` in the config is what a laptop CPU runs well. On a CUDA device the
-inference loops grow it while an estimate of the batch's working memory (key/value cache,
-activations, kept hidden states) stays within a share of the memory that is free, up to
-``MAX_GROWTH`` times the configured size. Results do not depend on the batch size beyond
-floating-point rounding.
+Rows are sorted by length, longest first, and cut into batches. A model's ``batch_size`` in
+the config is what a laptop CPU runs well; on a CUDA device it grows while an estimate of a
+batch's working memory stays within a share of the free memory, up to ``MAX_GROWTH`` times the
+configured size. Results do not depend on the batch size beyond floating-point rounding.
 """
 
 from __future__ import annotations
@@ -41,16 +40,6 @@ def kv_token_bytes(config: Any, dtype: torch.dtype) -> int:
     return d["layers"] * 2 * d["kv_heads"] * d["head_dim"] * torch.empty((), dtype=dtype).element_size()
 
 
-def generation_row_bytes(config: Any, dtype: torch.dtype, length: int) -> int:
-    """Working memory of one row generating up to ``length`` tokens in all: its key/value cache,
-    the prompt pass's activations and the last position's logits."""
-    d = model_dims(config)
-    size = torch.empty((), dtype=dtype).element_size()
-    kv = kv_token_bytes(config, dtype) * length
-    activations = length * (4 * d["hidden"] + 2 * d["intermediate"]) * size + d["heads"] * length * length * 4
-    return kv + activations + d["vocab"] * 4
-
-
 def probe_row_bytes(config: Any, dtype: torch.dtype, length: int) -> int:
     """Working memory of one probed row of ``length`` tokens: every layer's hidden states (kept
     for the activation axis), the attention and MLP activations of one layer."""
@@ -78,16 +67,9 @@ def longest_first(lengths: Sequence[int]) -> np.ndarray:
     return np.argsort(-np.asarray(lengths), kind="stable")
 
 
-def budget_groups(lengths: Sequence[int], max_rows: int, tokens: int, extra: int = 0) -> list[np.ndarray]:
-    """Indices in groups, in the order of :func:`longest_first`, each of at
-    most ``max_rows`` rows and of as many as fit in ``tokens`` positions when every row of the
-    group takes its longest length plus ``extra``; always at least one row."""
-    if max_rows < 1:
-        raise ValueError(f"max_rows must be >= 1, got {max_rows}")
+def length_sorted_batches(lengths: Sequence[int], batch_size: int) -> list[np.ndarray]:
+    """Indices grouped into batches of similar length, longest first (so memory peaks early)."""
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
     order = longest_first(lengths)
-    groups, start = [], 0
-    while start < len(order):
-        rows = max(1, min(max_rows, tokens // (int(lengths[order[start]]) + extra)))
-        groups.append(order[start : start + rows])
-        start += rows
-    return groups
+    return [order[i : i + batch_size] for i in range(0, len(order), batch_size)]

@@ -8,25 +8,24 @@ response r_0) pair:
 - the hidden state of the last prompt token at every transformer layer (``hidden_states[1:]``,
   the last of which is the final-norm output), compared by cosine with the baseline prompt's.
 
-Sequences are right-padded, so every real token keeps the positions it has when run alone. The
-token prefix all sequences share (a chat model's system turn) runs once and its key/value cache
-is reused by every batch (:mod:`shiftwork.inference.prefix`). Only the rows at r_0's positions
-go through the output head, in chunks, which keeps memory small for large vocabularies.
+Sequences run longest first and right-padded, so every real token keeps the positions it has
+when run alone. The tokens every sequence starts with (a chat template's system turn: 24 of
+SmolLM2's ~90 tokens per row here) run once, and each batch continues from their key/value
+cache. Only the states at r_0's positions go through the output head, in chunks, which keeps
+memory small for large vocabularies.
 """
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 
-from shiftwork.inference.batching import plan_batch_size, probe_row_bytes
+from shiftwork.inference.batching import length_sorted_batches, plan_batch_size, probe_row_bytes
 from shiftwork.inference.formatting import adds_special_tokens
-from shiftwork.inference.generation import backbone, length_sorted_batches
-from shiftwork.inference.prefix import Prefix, cache_argument, shared_prefix
 from shiftwork.models.loading import LoadedModel
 
 # logits (float32) per output-head chunk: 16 MiB (85 rows of a 49k vocabulary); on 2 CPU threads as
@@ -58,6 +57,14 @@ def response_ids(lm: LoadedModel, texts: Sequence[str]) -> list[list[int]]:
     return [list(ids.get(t, [])) for t in texts]
 
 
+def backbone(model):
+    """The model without its output head (``model.model`` for transformers' causal LMs)."""
+    inner = getattr(model, "model", None)
+    if inner is not None and hasattr(inner, "config") and hasattr(inner, "embed_tokens"):
+        return inner
+    return model.get_decoder()
+
+
 def head_logits(lm: LoadedModel, hidden: torch.Tensor) -> torch.Tensor:
     logits = lm.model.get_output_embeddings()(hidden).float()
     cap = getattr(lm.model.config, "final_logit_softcapping", None)
@@ -87,16 +94,35 @@ def response_scores(lm: LoadedModel, states: torch.Tensor, targets: torch.Tensor
     return torch.cat(lps), torch.cat(hs)
 
 
-def _right_pad(tails: Sequence[Sequence[int]], prefix_len: int, pad_id: int, device) -> tuple[torch.Tensor, ...]:
-    width = max(len(t) for t in tails)
-    ids = torch.full((len(tails), width), pad_id, dtype=torch.long)
-    mask = torch.zeros((len(tails), prefix_len + width), dtype=torch.long)
-    mask[:, :prefix_len] = 1
-    for row, t in enumerate(tails):
-        ids[row, : len(t)] = torch.tensor(t, dtype=torch.long)
-        mask[row, prefix_len : prefix_len + len(t)] = 1
-    positions = torch.arange(prefix_len, prefix_len + width).expand(len(tails), -1)
-    return ids.to(device), mask.to(device), positions.to(device)
+def right_pad(rows: Sequence[Sequence[int]], pad_id: int, device) -> tuple[torch.Tensor, torch.Tensor]:
+    """(input ids, attention mask) of ``rows`` padded on the right to the longest."""
+    width = max(len(r) for r in rows)
+    ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(rows), width), dtype=torch.long)
+    for k, r in enumerate(rows):
+        ids[k, : len(r)] = torch.tensor(r, dtype=torch.long)
+        mask[k, : len(r)] = 1
+    return ids.to(device), mask.to(device)
+
+
+def shared_prefix_length(rows: Sequence[Sequence[int]], input_lengths: Sequence[int]) -> int:
+    """How many leading tokens all ``rows`` share, ending before each row's last input token
+    (whose state is measured, so it must run with its row)."""
+    if not rows:
+        return 0
+    limit, first = min(input_lengths) - 1, rows[0]
+    n = 0
+    while n < limit and all(r[n] == first[n] for r in rows):
+        n += 1
+    return n
+
+
+def prefix_cache(body, ids: Sequence[int], device):
+    """The key/value cache of ``ids`` run through ``body``, or None for no tokens."""
+    if not ids:
+        return None
+    with torch.inference_mode():
+        return body(input_ids=torch.tensor([list(ids)], device=device), use_cache=True).past_key_values
 
 
 def probe_batches(
@@ -113,18 +139,20 @@ def probe_batches(
         return
     pad_id = lm.tokenizer.pad_token_id if lm.tokenizer.pad_token_id is not None else 0
     body = backbone(lm.model)
-    # the prefix must end before every input's last token, whose state is measured
-    prompts = [ids[:n_in] for ids, n_in in encoded]
+    p = shared_prefix_length([ids for ids, _ in encoded], [n_in for _, n_in in encoded])
+    prefix = prefix_cache(body, encoded[0][0][:p], lm.device)
     longest = max(len(ids) for ids, _ in encoded)
-    prefix: Prefix | None = shared_prefix(body, prompts, longest)
-    p = prefix.length if prefix is not None else 0
     batch_size = plan_batch_size(lm.device, batch_size, probe_row_bytes(lm.model.config, lm.dtype, longest))
     for batch in length_sorted_batches([len(ids) for ids, _ in encoded], batch_size):
         seqs = [encoded[i] for i in batch]
-        input_ids, mask, positions = _right_pad([ids[p:] for ids, _ in seqs], p, pad_id, lm.device)
+        input_ids, mask = right_pad([ids[p:] for ids, _ in seqs], pad_id, lm.device)
         kwargs = {"use_cache": False}
-        if prefix is not None:
-            kwargs = {"position_ids": positions, "use_cache": True, cache_argument(body): prefix.cache(len(seqs))}
+        if prefix is not None:  # the batch continues from the prefix's cache, one copy per row
+            cache = copy.deepcopy(prefix)
+            cache.batch_repeat_interleave(len(seqs))
+            mask = torch.cat([mask.new_ones((len(seqs), p)), mask], dim=1)
+            positions = torch.arange(p, p + input_ids.shape[1], device=lm.device).expand(len(seqs), -1)
+            kwargs = {"past_key_values": cache, "position_ids": positions, "use_cache": True}
         with torch.inference_mode():
             out = body(input_ids=input_ids, attention_mask=mask, output_hidden_states=True, **kwargs)
             final = out.hidden_states[-1]
@@ -159,28 +187,6 @@ def probe_batches(
                 )
             )
         yield results
-
-
-@contextmanager
-def last_position_states(body) -> Iterator[list[torch.Tensor]]:
-    """While open, each forward pass of ``body`` appends to the list it gives the output of every
-    decoder layer but the last at the final position, (rows, hidden) each, taken as the layer
-    runs. With the final state (``last_hidden_state[:, -1]``, after the final norm) they are
-    ``hidden_states[1:]`` at that position, without a full sequence of states per layer held
-    until the pass ends."""
-    taps: list[torch.Tensor] = []
-
-    def keep(module, args, output):
-        states = output[0] if isinstance(output, tuple) else output
-        taps.append(states[:, -1].clone())
-
-    layers = list(body.layers[: body.config.num_hidden_layers])
-    handles = [layer.register_forward_hook(keep) for layer in layers[:-1]]
-    try:
-        yield taps
-    finally:
-        for handle in handles:
-            handle.remove()
 
 
 def layer_cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
+from contextlib import ExitStack
 from typing import Any
 
 import numpy as np
@@ -115,53 +116,110 @@ def baseline_rows(variants: pd.DataFrame, source: str) -> pd.Series:
 
 
 def generate_responses(
-    filtered_path: str,
+    filtered_paths: str | Sequence[str],
     model_dir: str,
     model_name: str,
-    out_generations: str,
-    out_probes: str,
+    out_generations: str | Sequence[str],
+    out_probes: str | Sequence[str],
     max_new_tokens: int,
     batch_size: int,
     dtype: str,
+    engine: str = "vllm",
     store_hidden: bool = False,
     threads: int | None = None,
     shard: int = 0,
     n_shards: int = 1,
 ) -> dict[str, Any]:
-    """Greedy responses to the baseline and every kept variant (``out_generations``) and the probe
-    of each with its prompt's baseline response r_0 (``out_probes``), from the same forward
-    passes (see :mod:`shiftwork.inference.respond`), both streamed to disk per batch.
+    """Greedy responses to the baseline and every kept variant (``out_generations``), and the probe
+    of each with its prompt's baseline response r_0 (``out_probes``). Given several filtered
+    tables (one job over a model's datasets), it writes a pair of tables for each, in order.
 
-    Baselines run first: their responses are the r_0 the variants are probed with, and their
-    last-token states the reference of each variant's per-layer cosine. Rows with the same
-    model input and the same baseline are computed once; a variant whose input equals its
-    baseline's shares the baseline's results, cosine exactly 1. With ``n_shards`` > 1, only the
-    prompts of shard ``shard`` (see :func:`shard_rows`)."""
-    from shiftwork.allocator import fix_heap_thresholds
-    from shiftwork.inference.respond import answer_batches
+    Every distinct model input is generated once, by ``engine`` (see
+    :mod:`shiftwork.inference.generation`); the baselines' responses are the r_0. Then one batched
+    transformers pass teacher-forces each input's r_0 (:mod:`shiftwork.inference.probe`) and
+    gives the log-probability and entropy axes and the last-prompt-token states, whose per-layer
+    cosine with the baseline's is the activation axis. Rows with the same model input and the
+    same baseline are probed once; a variant whose input equals its baseline's has cosine
+    exactly 1. With ``n_shards`` > 1, only the prompts of shard ``shard`` (see :func:`shard_rows`)."""
+    from shiftwork.device import pick_device, pick_dtype
+    from shiftwork.inference.generation import ENGINES, VllmEngine, encode_inputs, generate_all
+    from shiftwork.inference.probe import probe_batches
+    from shiftwork.models.loading import load_tokenizer
 
-    variants = read_table(filtered_path, ["dataset", "prompt_id", "variant_id", "text"] + VARIANT_META)
-    variants = shard_rows(variants, shard, n_shards).reset_index(drop=True)
-    base_row = variants["prompt_id"].map(baseline_rows(variants, filtered_path))
+    if engine not in ENGINES:
+        raise ValueError(f"stability.generation.engine must be one of {ENGINES}, got {engine!r}")
+    filtered_paths, out_generations, out_probes = (
+        [p] if isinstance(p, str) else list(p) for p in (filtered_paths, out_generations, out_probes)
+    )
+    if not len(filtered_paths) == len(out_generations) == len(out_probes):
+        raise ValueError("generate_responses: one generations and one probes table per filtered table")
+    parts, offset = [], 0
+    for part, path in enumerate(filtered_paths):
+        table = read_table(path, ["dataset", "prompt_id", "variant_id", "text"] + VARIANT_META)
+        table = shard_rows(table, shard, n_shards).reset_index(drop=True)
+        base = table["prompt_id"].map(baseline_rows(table, path)) + offset
+        parts.append(table.assign(part=part, base_row=base))
+        offset += len(table)
+    variants = pd.concat(parts, ignore_index=True)
+    base_row = variants.pop("base_row").astype(int)
     set_threads(threads)
-    fix_heap_thresholds()
-    lm = load_prepared(model_dir, dtype)
+    info = read_info(model_dir)
+    chat = bool(info.get("chat"))
+    tokenizer = load_tokenizer(model_dir, "left")
     where = f", shard {shard} of {n_shards}" if n_shards > 1 else ""
-    LOGGER.info("generate and probe: %s on %s (%s), %d rows%s", model_name, lm.device, lm.dtype, len(variants), where)
-    inputs = pd.Series([model_input(lm.tokenizer, t, lm.chat) for t in variants["text"]], dtype=object)
+    inputs = pd.Series([model_input(tokenizer, t, chat) for t in variants["text"]], dtype=object)
     variants = variants.assign(model=model_name, model_input=inputs, base_input=inputs[base_row].to_numpy())
+    unique_inputs = list(dict.fromkeys(variants["model_input"]))
     rows_of: dict[tuple[str, str], list[int]] = {}
     for i, key in enumerate(zip(variants["model_input"], variants["base_input"])):
         rows_of.setdefault(key, []).append(i)
-    base_keys = [k for k in rows_of if k[0] == k[1]]
-    other_keys = [k for k in rows_of if k[0] != k[1]]
+    keys = list(rows_of)
 
-    extra = {"device": str(lm.device), "attention": lm.model.config._attn_implementation} | (
-        {"shard": shard, "n_shards": n_shards} if n_shards > 1 else {}
+    LOGGER.info(
+        "generate: %s with %s, %d rows, %d distinct inputs%s",
+        model_name,
+        engine,
+        len(variants),
+        len(unique_inputs),
+        where,
+    )
+    times = {"start": time.perf_counter()}
+    settings: dict[str, Any] = {}
+    generations = []
+    if engine == "vllm" and unique_inputs:
+        device = pick_device()
+        longest = max(len(ids) for ids in encode_inputs(tokenizer, unique_inputs, chat))
+        with VllmEngine(
+            model_dir,
+            tokenizer,
+            chat,
+            pick_dtype(dtype, device),
+            device,
+            max_len=longest + max_new_tokens + 1,
+            rows=len(unique_inputs),
+            threads=threads,
+        ) as vllm:
+            times["engine_ready"] = time.perf_counter()
+            settings = vllm.settings
+            generations = vllm.generate_all(unique_inputs, max_new_tokens)
+            times["generated"] = time.perf_counter()
+    lm = load_prepared(model_dir, dtype)
+    times["model_loaded"] = time.perf_counter()
+    if engine == "transformers" and unique_inputs:
+        generations = generate_all(lm, unique_inputs, max_new_tokens, batch_size)
+        times["generated"] = time.perf_counter()
+    answer = dict(zip(unique_inputs, generations))
+
+    extra = (
+        {"device": str(lm.device), "engine": engine}
+        | ({"vllm": settings} if settings else {})
+        | ({"shard": shard, "n_shards": n_shards} if n_shards > 1 else {})
     )
     common = {"model": model_name, "weight_digest": lm.info["weight_digest"], "extra": extra}
     gen_prov = make_provenance(
-        "generate", {"max_new_tokens": max_new_tokens, "batch_size": batch_size, "dtype": str(lm.dtype)}, **common
+        "generate",
+        {"max_new_tokens": max_new_tokens, "batch_size": batch_size, "dtype": str(lm.dtype), "engine": engine},
+        **common,
     )
     probe_prov = make_provenance(
         "probe", {"batch_size": batch_size, "dtype": str(lm.dtype), "store_hidden": store_hidden}, **common
@@ -169,55 +227,75 @@ def generate_responses(
     gen_columns = KEYS + VARIANT_META + ["text", "model_input", "response", "n_tokens", "stopped"]
     probe_columns = KEYS + ["logprob", "entropy", "n_response_tokens", "act_cos", "act_cos_layers"]
     probe_columns += ["hidden_last"] if store_hidden else []
-    r0: dict[str, str] = {}
+    gens = variants.assign(
+        response=[answer[t].response for t in variants["model_input"]],
+        n_tokens=[answer[t].n_tokens for t in variants["model_input"]],
+        stopped=[answer[t].stopped for t in variants["model_input"]],
+    )
     base_hidden: dict[str, np.ndarray] = {}
-    start = time.perf_counter()
-    n_tokens = 0
 
-    def tables(keys, answers) -> tuple[pd.DataFrame, pd.DataFrame]:
-        gen_parts, probe_recs = [], []
-        for a in answers:
-            key = keys[a.generation.index]
-            idx = rows_of[key]
-            gen_parts.append(
-                variants.iloc[idx].assign(
-                    response=a.generation.response, n_tokens=a.generation.n_tokens, stopped=a.generation.stopped
-                )
+    def tables(batch_keys, results) -> tuple[pd.DataFrame, pd.DataFrame]:
+        """A probe batch's rows of both tables (with their ``part``)."""
+        rows, recs = [], []
+        for p in results:
+            key = batch_keys[p.index]
+            cos = (
+                np.ones(p.last_hidden.shape[0])
+                if key[0] == key[1]
+                else layer_cosines(p.last_hidden, base_hidden[key[1]])
             )
-            hidden = a.probe.last_hidden
-            cos = np.ones(hidden.shape[0]) if key[0] == key[1] else layer_cosines(hidden, base_hidden[key[1]])
-            for i in idx:
-                rec = {k: variants.at[i, k] for k in KEYS}
+            rows += rows_of[key]
+            for i in rows_of[key]:
+                rec = {k: variants.at[i, k] for k in KEYS + ["part"]}
                 rec.update(
-                    logprob=a.probe.logprob,
-                    entropy=a.probe.entropy,
-                    n_response_tokens=a.probe.n_response_tokens,
+                    logprob=p.logprob,
+                    entropy=p.entropy,
+                    n_response_tokens=p.n_response_tokens,
                     act_cos=float(cos.mean()),
                     act_cos_layers=cos.tolist(),
                 )
                 if store_hidden:
-                    rec["hidden_last"] = hidden.tolist()
-                probe_recs.append(rec)
-        return pd.concat(gen_parts)[gen_columns], pd.DataFrame(probe_recs, columns=probe_columns)
+                    rec["hidden_last"] = p.last_hidden.tolist()
+                recs.append(rec)
+        return gens.loc[rows], pd.DataFrame(recs, columns=probe_columns + ["part"])
 
-    with TableWriter(out_generations, gen_prov) as gen_writer, TableWriter(out_probes, probe_prov) as probe_writer:
-        for keys in (base_keys, other_keys):
-            if not keys:
-                continue
-            references = None if keys is base_keys else [r0[k[1]] for k in keys]
-            for answers in answer_batches(lm, [k[0] for k in keys], max_new_tokens, batch_size, references):
-                if keys is base_keys:
-                    for a in answers:
-                        r0[keys[a.generation.index][0]] = a.generation.response
-                        base_hidden[keys[a.generation.index][0]] = a.probe.last_hidden
-                n_tokens += sum(a.generation.n_tokens for a in answers)
-                gens, probes = tables(keys, answers)
-                gen_writer.write(gens)
-                probe_writer.write(probes)
-        if not rows_of:  # e.g. a shard whose prompts the gate all dropped: keep the columns
-            gen_writer.write(pd.DataFrame(columns=gen_columns))
-            probe_writer.write(pd.DataFrame(columns=probe_columns))
-    return _throughput("generate and probe", len(variants), len(rows_of), n_tokens, time.perf_counter() - start)
+    # the probe pass, baselines first (their states are the reference of their variants' cosines);
+    # both tables are written batch by batch as it goes
+    with ExitStack() as stack:
+        writers = [
+            (stack.enter_context(TableWriter(g, gen_prov)), stack.enter_context(TableWriter(p, probe_prov)))
+            for g, p in zip(out_generations, out_probes)
+        ]
+        written = [False] * len(writers)
+        for group in ([k for k in keys if k[0] == k[1]], [k for k in keys if k[0] != k[1]]):
+            r0 = [answer[k[1]].response for k in group]
+            for results in probe_batches(lm, [k[0] for k in group], r0, batch_size):
+                if group and group[0][0] == group[0][1]:
+                    base_hidden.update((group[p.index][0], p.last_hidden) for p in results)
+                gen_rows, probe_rows = tables(group, results)
+                for part, (gen_writer, probe_writer) in enumerate(writers):
+                    if (gen_rows["part"] == part).any():
+                        gen_writer.write(gen_rows.loc[gen_rows["part"] == part, gen_columns])
+                        probe_writer.write(probe_rows.loc[probe_rows["part"] == part, probe_columns])
+                        written[part] = True
+        for (gen_writer, probe_writer), done in zip(writers, written):
+            if not done:  # e.g. a shard whose prompts the gate all dropped: keep the columns
+                gen_writer.write(pd.DataFrame(columns=gen_columns))
+                probe_writer.write(pd.DataFrame(columns=probe_columns))
+    times["probed"] = time.perf_counter()
+    n_tokens = int(sum(answer[t].n_tokens for t in unique_inputs))
+    stats = _throughput("generate and probe", len(variants), len(keys), n_tokens, times["probed"] - times["start"])
+    return stats | phase_seconds(times)
+
+
+def phase_seconds(times: Mapping[str, float]) -> dict[str, float]:
+    """Seconds of each phase of the generate job, each from the point before it: ``start``, then
+    (in the order the engine takes them) ``engine_ready`` (vLLM started), ``generated``,
+    ``model_loaded`` (the model in transformers) and ``probed``."""
+    names = {"engine_ready": "engine_start_s", "generated": "generate_s", "model_loaded": "model_load_s"}
+    names["probed"] = "probe_s"
+    marks = sorted(times.items(), key=lambda kv: kv[1])
+    return {names[k]: round(t - before, 3) for (_, before), (k, t) in zip(marks, marks[1:])}
 
 
 def score_axes(
