@@ -267,3 +267,63 @@ def test_check_ranges_catches_violations(scored):
     for vid, axis in [("p1-reg", "Act"), ("p1-len", "BLEU"), ("p2-form", "BERT"), ("p2-base", "Prob")]:
         assert any(vid in p and axis in p for p in problems), (vid, axis, joined)
     assert "p2-case" not in joined
+
+
+def test_structural_variants_measured_against_their_anchor_rewrite():
+    """The method's anchoring: Length against the 1.0x rewrite, imperative against interrogative.
+
+    Baseline q: reply R1 (6 words), logprob -10, entropy 1.5.
+    1.0x rewrite: reply R1 + " Indeed." (7 words), logprob -11, entropy 1.7, act 0.9, F1 0.9.
+    2.0x rewrite: 12-word reply, logprob -14, entropy 2.0, act 0.8, F1 0.7.
+    Against the original: Prob -1 and -4, Ent 0.2 and 0.5, Act -0.1 and -0.2, BERT -0.1 and -0.3;
+    against the anchor: Prob -4 - (-1) = -3, Ent 0.5 - 0.2 = 0.3, Act -0.2 - (-0.1) = -0.1,
+    BERT -0.3 - (-0.1) = -0.2. MR (length rule, |ratio - m| <= 0.25, minus the baseline reply's
+    own verdict): 2.0x: 12/6 = 2 -> 1, minus 6/6 = 1 vs m = 2 -> 0, so 1; 1.0x: 7/6 = 1.17 -> 1,
+    minus 6/6 vs m = 1 -> 1, so 0; difference 1.
+    Interrogative rewrite: the same reply as the baseline, same model input -> all zero; the
+    imperative one (reply FORM, F1 0.62, logprob -26 vs -10) keeps its deltas against the original.
+    """
+    anchor_reply = R1 + " Indeed."
+    long_reply = " ".join(["word"] * 12)
+    f1 = {anchor_reply: 0.9, long_reply: 0.7, FORM: 0.62}
+    rows = [
+        ("q", "q-base", "baseline", "none", 0.0, "<in>Q", R1, -10.0, 1.5, 1.0),
+        ("q", "q-l1", "structural", "length", 1.0, "<in>Q same", anchor_reply, -11.0, 1.7, 0.9),
+        ("q", "q-l2", "structural", "length", 2.0, "<in>Q longer", long_reply, -14.0, 2.0, 0.8),
+        ("q", "q-fq", "structural", "form", -1.0, "<in>Q", R1, -10.0, 1.5, 1.0),
+        ("q", "q-fc", "structural", "form", 1.0, "<in>Do Q", FORM, -26.0, 1.1, 0.7),
+    ]
+    gens = pd.DataFrame(
+        [
+            dict(model="m", dataset="d", prompt_id=p, variant_id=v, family=f, kind=k, position="global",
+                 strength=s, model_input=i, response=r)
+            for p, v, f, k, s, i, r, *_ in rows
+        ]
+    )  # fmt: skip
+    probes = pd.DataFrame(
+        [
+            dict(model="m", dataset="d", prompt_id=p, variant_id=v, logprob=lp, entropy=e, act_cos=a)
+            for p, v, *_, lp, e, a in rows
+        ]
+    )
+    out = score_axes(gens, probes, lambda c, r: np.array([f1[x] for x in c]), structural_baseline="rewrite")
+    out = out.set_index("variant_id")
+    assert sorted(out.index) == ["q-base", "q-fc", "q-l2"]  # the anchors are not variants
+    l2 = out.loc["q-l2"]
+    assert l2["Prob"] == pytest.approx(-3.0)
+    assert l2["Ent"] == pytest.approx(0.3)
+    assert l2["Act"] == pytest.approx(-0.1)
+    assert l2["BERT"] == pytest.approx(-0.2)
+    assert l2["MR"] == 1.0
+    assert bool(l2["flipped"])
+    fc = out.loc["q-fc"]
+    assert fc["Prob"] == pytest.approx(-16.0) and fc["BERT"] == pytest.approx(0.62 - 1.0)
+    # the same table measured against the original prompt keeps every rewrite
+    plain = score_axes(gens, probes, lambda c, r: np.array([f1[x] for x in c]), structural_baseline="original")
+    assert len(plain) == 5 and plain.set_index("variant_id").loc["q-l2", "Prob"] == pytest.approx(-4.0)
+
+
+def test_structural_variant_without_anchor_is_named():
+    gens = make_generations()
+    with pytest.raises(ValueError, match="p1-len"):
+        score_axes(gens, make_probes(), FakeBert(), structural_baseline="rewrite")

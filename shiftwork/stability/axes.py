@@ -7,7 +7,8 @@ For prompt ``i`` with baseline reply ``r_0`` and a variant ``v`` with reply ``r_
 * ``BERT`` = BERTScore F1(r_v, r_0) - 1
 * ``Prob`` = logprob(r_0 | v) - logprob(r_0 | baseline)
 * ``Ent``  = entropy(v) - entropy(baseline) (mean next-token entropy over r_0's positions)
-* ``MR``   = mirroring(r_v, r_0) - mirroring(r_0, r_0) for the variant's family/kind/strength
+* ``MR``   = mirroring(r_v, r_0) - mirroring(r_0, r_0) for the variant's family/kind/strength, or
+  the judge's verdict on the pair (register and form, with a judge)
 
 Every delta is 0 when nothing changed: baseline rows are set to exactly 0, identical replies give
 BLEU = BERT = 0 exactly, and identical model inputs give Act = Prob = Ent = 0 exactly.
@@ -21,7 +22,9 @@ import numpy as np
 import pandas as pd
 import sacrebleu
 
-from shiftwork.stability.mirroring import judged_register_mirrors, mirroring
+from shiftwork.stability.judge import is_judged
+from shiftwork.stability.mirroring import mirroring
+from shiftwork.stability.variants.structural import ANCHOR_STRENGTH, BASELINES
 
 AXES: tuple[str, ...] = ("Act", "BLEU", "BERT", "Prob", "Ent", "MR")
 KEY: list[str] = ["model", "dataset", "prompt_id", "variant_id"]
@@ -69,15 +72,23 @@ def score_axes(
     generations: pd.DataFrame,
     probes: pd.DataFrame,
     bert_f1: BertF1,
-    judge: Callable[[list[str]], dict[str, int]] | None = None,
+    judge: Callable[[pd.DataFrame], Sequence[int]] | None = None,
+    structural_baseline: str = "original",
 ) -> pd.DataFrame:
     """One row per variant (baselines included) with the six signed deltas and a ``flipped`` flag.
 
     ``bert_f1(candidates, references)`` returns BERTScore F1 per pair; it is called once, with
     every (r_v, r_0) pair whose stripped texts differ, and not at all if there is none.
-    ``flipped`` is True when ``r_v.strip() != r_0.strip()``. With ``judge`` (texts -> tone per
-    text, see :mod:`shiftwork.stability.judge`), register mirroring uses the judged tone instead of the
-    lexical cue detector.
+    ``flipped`` is True when ``r_v.strip() != r_0.strip()``. With ``judge`` (a table of
+    (original, variant) pairs -> one 0/1 verdict per pair, see :mod:`shiftwork.stability.judge`),
+    register and sentence-form mirroring are the judge's verdicts instead of the rule-based
+    detectors; generations then need their ``text`` column (the prompt each reply answered).
+
+    With ``structural_baseline="rewrite"`` (the method's anchoring, see
+    :mod:`shiftwork.stability.variants.structural`) a structural variant's six deltas are its
+    deltas against the original minus those of its anchor rewrite of the same prompt (the 1.0x
+    length rewrite; the interrogative form rewrite), ``flipped`` compares its reply with the
+    anchor's, and the anchor rows themselves are left out (they are not variants).
 
     Raises ValueError if a column is missing, a (model, dataset, prompt_id, variant_id) key is
     duplicated, a generation has no probe row, or a prompt has no or several baseline rows.
@@ -85,7 +96,8 @@ def score_axes(
     _require(generations, GENERATION_COLUMNS, "generations")
     _require(probes, PROBE_COLUMNS, "probes")
 
-    gen = generations[GENERATION_COLUMNS].reset_index(drop=True)
+    extra = ["text"] if "text" in generations.columns else []
+    gen = generations[GENERATION_COLUMNS + extra].reset_index(drop=True)
     prb = probes[PROBE_COLUMNS]
     for frame, name in ((gen, "generations"), (prb, "probes")):
         dup = frame.duplicated(KEY, keep=False)
@@ -161,25 +173,74 @@ def score_axes(
 
     mr = np.zeros(n, dtype=np.float64)
     fam, kind, strength = df["family"].tolist(), df["kind"].tolist(), df["strength"].tolist()
-    tones: dict[str, int] = {}
+    judged = np.zeros(n, dtype=bool)
     if judge is not None:
-        register_rows = [i for i in np.flatnonzero(~is_base) if fam[i] == "register"]
-        tones = judge([r_v[i] for i in register_rows] + [r_0[i] for i in register_rows]) if register_rows else {}
-    for i in np.flatnonzero(~is_base):
-        if judge is not None and fam[i] == "register":
-            mr[i] = judged_register_mirrors(tones[r_v[i]], strength[i]) - judged_register_mirrors(
-                tones[r_0[i]], strength[i]
-            )
-            continue
+        judged = np.array([not b and is_judged(f, k) for b, f, k in zip(is_base, fam, kind)], dtype=bool)
+    for i in np.flatnonzero(~is_base & ~judged):
         mr[i] = mirroring(r_v[i], r_0[i], fam[i], kind[i], strength[i]) - mirroring(
             r_0[i], r_0[i], fam[i], kind[i], strength[i]
         )
+    if judged.any():
+        _require(df, ["text"], "generations (for the judge)")
+        base_text = df["text"].where(is_base).groupby([df[c] for c in PROMPT_KEY], sort=False).transform("first")
+        rows = np.flatnonzero(judged)
+        pairs = pd.DataFrame(
+            {
+                "variant_id": df["variant_id"].to_numpy()[rows],
+                "family": df["family"].to_numpy()[rows],
+                "kind": df["kind"].to_numpy()[rows],
+                "strength": df["strength"].to_numpy(dtype=np.float64)[rows],
+                "original_prompt": base_text.to_numpy()[rows],
+                "original_reply": [r_0[i] for i in rows],
+                "variant_prompt": df["text"].to_numpy()[rows],
+                "variant_reply": [r_v[i] for i in rows],
+            }
+        )
+        verdicts = np.asarray(judge(pairs), dtype=np.float64)
+        if verdicts.shape != (len(rows),):
+            raise ValueError(f"judge returned shape {verdicts.shape} for {len(rows)} pairs")
+        mr[rows] = verdicts
+
+    flipped = ~same_text & ~is_base
+    keep = np.ones(n, dtype=bool)
+    if structural_baseline == "rewrite":
+        rows, anchors, is_anchor = _anchor_rows(df)
+        for arr in (act, bleu, bert, prob, ent, mr):
+            arr[rows] = arr[rows] - arr[anchors]
+        flipped[rows] = [r_v[i].strip() != r_v[j].strip() for i, j in zip(rows, anchors)]
+        keep[is_anchor] = False
+    elif structural_baseline not in BASELINES:
+        raise ValueError(f"structural_baseline must be one of {BASELINES}, got {structural_baseline!r}")
 
     out = df[META_COLUMNS].copy()
     out["Act"], out["BLEU"], out["BERT"] = act, bleu, bert
     out["Prob"], out["Ent"], out["MR"] = prob, ent, mr
-    out["flipped"] = ~same_text & ~is_base
-    return out[OUTPUT_COLUMNS]
+    out["flipped"] = flipped
+    return out.loc[keep, OUTPUT_COLUMNS].reset_index(drop=True)
+
+
+def _anchor_rows(df: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Positions of the structural variants measured against an anchor, of their anchors, and
+    the mask of anchor rows.
+
+    Raises ValueError naming the prompts whose structural variants lack their anchor rewrite."""
+    structural = (df["family"] == "structural").to_numpy()
+    kinds = df["kind"].to_numpy()
+    strengths = df["strength"].to_numpy(dtype=np.float64)
+    anchor_strength = np.array([ANCHOR_STRENGTH.get(k, np.nan) for k in kinds], dtype=np.float64)
+    is_anchor = structural & (strengths == anchor_strength)
+    keys = [*PROMPT_KEY, "kind"]
+    where = {tuple(k): i for k, i in zip(df.loc[is_anchor, keys].itertuples(index=False), np.flatnonzero(is_anchor))}
+    rows = np.flatnonzero(structural & ~is_anchor)
+    found = [where.get(tuple(k)) for k in df.loc[structural & ~is_anchor, keys].itertuples(index=False)]
+    missing = [i for i, a in zip(rows, found) if a is None]
+    if missing:
+        raise ValueError(
+            "structural variants without their anchor rewrite (1.0x length / interrogative form) for "
+            f"variant_id(s): {_ids(df['variant_id'].iloc[missing])}; was the rewriter run with "
+            "structural.baseline: original?"
+        )
+    return rows, np.asarray(found, dtype=np.int64), is_anchor
 
 
 def check_ranges(deltas: pd.DataFrame, tol: float = 1e-6) -> list[str]:

@@ -1,34 +1,153 @@
-"""An optional judge model for register mirroring: a chat model from the registry is asked
-whether a response is polite, rude or neutral, instead of counting lexical cues."""
+"""A pairwise LLM judge of mirroring, as the method measures register mirroring.
+
+The judge sees the original prompt with its reply and the variant prompt with its reply, is told
+which way the variant moved (more polite, ruder; rewritten as a command or as a question), and
+answers YES when the variant's reply moved the same way compared with the original reply, NO
+otherwise. The verdict is the variant's mirroring value (the original against itself is 0 by
+definition). Register variants and sentence-form rewrites are judged; surface noise and length
+keep their rule-based detectors (the method's, see :mod:`shiftwork.stability.mirroring`).
+
+The judge is any ``complete(prompts) -> answers`` callable: a prepared local model
+(:func:`local_completer`) or an API model. The prompt contract is the same for both.
+"""
 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
-from shiftwork.inference.formatting import model_input
-from shiftwork.inference.generation import generate_all
-from shiftwork.models.loading import LoadedModel
+import numpy as np
+import pandas as pd
 
-JUDGE_PROMPT = (
-    "Read the reply below and say what tone it takes towards the person it answers. "
-    "Answer with exactly one word: polite, rude or neutral.\n\nReply:\n{text}"
+Complete = Callable[[list[str]], list[str]]
+
+JUDGED: tuple[tuple[str, str], ...] = (("register", "tone"), ("structural", "form"))
+PAIR_COLUMNS = [
+    "family",
+    "kind",
+    "strength",
+    "original_prompt",
+    "original_reply",
+    "variant_prompt",
+    "variant_reply",
+]
+MAX_CHARS = 1500
+
+_RULES = (
+    "Judge only the replies, and only the quality named below; the prompts are context. Differences "
+    "in facts, correctness or length do not count. If the difference is small or unclear, answer NO."
 )
-_TONES = {"polite": 1, "courteous": 1, "friendly": 1, "rude": -1, "hostile": -1, "impolite": -1, "neutral": 0}
+_SHIFT = {
+    ("register", 1): (
+        "The variant prompt asks the same thing more politely.",
+        "Is REPLY B clearly more polite than REPLY A: warmer, more courteous, more hedged, "
+        "with more thanks or softening?",
+    ),
+    ("register", -1): (
+        "The variant prompt asks the same thing more rudely or with a negative framing.",
+        "Is REPLY B clearly blunter or curter than REPLY A: fewer courtesies, less warmth, "
+        "harsher wording? Apologies, refusals and 'as an AI' remarks are not bluntness.",
+    ),
+    ("form", 1): (
+        "The variant prompt is rewritten as a command (imperative form).",
+        "Does REPLY B take a more imperative form than REPLY A: instructions, directives or "
+        "steps addressed to the reader?",
+    ),
+    ("form", -1): (
+        "The variant prompt is rewritten as a question (interrogative form).",
+        "Does REPLY B take a more interrogative form than REPLY A: asking questions back, "
+        "or answering in the shape of a question?",
+    ),
+}
 
 
-def parse_tone(answer: str) -> int:
-    """+1 polite, -1 rude, 0 neutral; the first tone word in the judge's answer decides,
-    and an answer without one counts as neutral."""
-    for word in re.findall(r"[a-z]+", answer.lower()):
-        if word in _TONES:
-            return _TONES[word]
-    return 0
+def _clip(text: str) -> str:
+    text = text.strip()
+    return text if len(text) <= MAX_CHARS else text[:MAX_CHARS] + " [...]"
 
 
-def judge_tones(lm: LoadedModel, texts: Sequence[str], batch_size: int = 16, max_chars: int = 1500) -> dict[str, int]:
-    """Tone of every distinct text, judged once each."""
-    unique = list(dict.fromkeys(texts))
-    inputs = [model_input(lm.tokenizer, JUDGE_PROMPT.format(text=t[:max_chars]), lm.chat) for t in unique]
-    answers = generate_all(lm, inputs, max_new_tokens=4, batch_size=batch_size)
-    return {t: parse_tone(a.response) for t, a in zip(unique, answers)}
+def judge_prompt(
+    kind: str,
+    strength: float,
+    original_prompt: str,
+    original_reply: str,
+    variant_prompt: str,
+    variant_reply: str,
+) -> str:
+    """The question put to the judge for one (original, variant) pair of ``kind`` "tone" or "form"."""
+    key = ("register" if kind == "tone" else kind, 1 if strength > 0 else -1)
+    if key not in _SHIFT or strength == 0:
+        raise ValueError(f"no judge question for kind {kind!r} at strength {strength!r}")
+    context, question = _SHIFT[key]
+    return (
+        "You compare two replies of an assistant to find out whether the second one mirrors how its "
+        f"prompt was changed. {context}\n{_RULES}\n\n"
+        f"PROMPT A:\n{_clip(original_prompt)}\n\nREPLY A:\n{_clip(original_reply)}\n\n"
+        f"PROMPT B:\n{_clip(variant_prompt)}\n\nREPLY B:\n{_clip(variant_reply)}\n\n"
+        f"{question} Answer with one word, YES or NO.\nAnswer:"
+    )
+
+
+_VERDICT = re.compile(r"\b(yes|no)\b", re.IGNORECASE)
+
+
+def parse_verdict(answer: str) -> int | None:
+    """1 for YES, 0 for NO (the first of the two words in the answer decides), None for neither."""
+    m = _VERDICT.search(answer or "")
+    if m is None:
+        return None
+    return int(m.group(1).lower() == "yes")
+
+
+def is_judged(family: str, kind: str) -> bool:
+    return (family, kind) in JUDGED
+
+
+def judge_pairs(pairs: pd.DataFrame, complete: Complete) -> pd.DataFrame:
+    """``pairs`` (columns :data:`PAIR_COLUMNS`) with ``judge_prompt``, ``answer``, ``verdict``
+    (0/1) and ``parsed``. Each distinct judge prompt is asked once; an answer with neither YES nor
+    NO counts as NO (the judge is told to answer NO when unsure) and has ``parsed`` False."""
+    missing = [c for c in PAIR_COLUMNS if c not in pairs.columns]
+    if missing:
+        raise ValueError(f"judge pairs are missing column(s) {missing}")
+    out = pairs.reset_index(drop=True).copy()
+    out["judge_prompt"] = [
+        judge_prompt(r.kind, r.strength, r.original_prompt, r.original_reply, r.variant_prompt, r.variant_reply)
+        for r in out.itertuples(index=False)
+    ]
+    unique = list(dict.fromkeys(out["judge_prompt"]))
+    answers = complete(unique) if unique else []
+    if len(answers) != len(unique):
+        raise ValueError(f"judge returned {len(answers)} answers for {len(unique)} prompts")
+    by_prompt = dict(zip(unique, answers))
+    out["answer"] = [by_prompt[p] for p in out["judge_prompt"]]
+    verdicts = [parse_verdict(a) for a in out["answer"]]
+    out["parsed"] = [v is not None for v in verdicts]
+    out["verdict"] = np.array([v or 0 for v in verdicts], dtype=np.int64)
+    return out
+
+
+def local_completer(lm, batch_size: int = 16, max_new_tokens: int = 4) -> Complete:
+    """A judge on a prepared local model: greedy, a few tokens, chat template when it has one."""
+    from shiftwork.inference.formatting import model_input
+    from shiftwork.inference.generation import generate_all
+
+    def complete(prompts: Sequence[str]) -> list[str]:
+        inputs = [model_input(lm.tokenizer, p, lm.chat) for p in prompts]
+        return [g.response for g in generate_all(lm, inputs, max_new_tokens=max_new_tokens, batch_size=batch_size)]
+
+    return complete
+
+
+def validation_sample(judgments: pd.DataFrame, per_cell: int, seed: int) -> pd.DataFrame:
+    """Up to ``per_cell`` judged pairs per (model, family, kind, verdict), drawn by ``seed``, for
+    a person to check the judge by hand (the method kept examples of both verdicts)."""
+    if judgments.empty:
+        return judgments.copy()
+    keys = [c for c in ("model", "family", "kind", "verdict") if c in judgments.columns]
+    parts = []
+    for i, (_, group) in enumerate(judgments.groupby(keys, sort=True)):
+        rng = np.random.default_rng([seed, i])
+        take = rng.choice(len(group), size=min(per_cell, len(group)), replace=False)
+        parts.append(group.iloc[np.sort(take)])
+    return pd.concat(parts, ignore_index=True)

@@ -328,9 +328,3 @@ def mirroring(response: str, baseline_response: str, family: str, kind: str, str
             return form_mirrors(response, strength)
         raise ValueError(f"kind for family 'structural' must be 'length' or 'form', got {kind!r}")
     raise ValueError(f"family must be one of ('baseline', 'register', 'noise', 'structural'), got {family!r}")
-
-
-def judged_register_mirrors(tone: int, strength: float) -> int:
-    """Register mirroring from a judge model's tone (+1 polite, -1 rude, 0 neutral): 1 when the
-    tone has the sign of the variant's strength; a neutral tone never mirrors."""
-    return int(tone != 0 and strength != 0 and (tone > 0) == (strength > 0))

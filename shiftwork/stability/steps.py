@@ -397,7 +397,7 @@ def rewrite_prompts(
 
     prompts = read_table(prompts_path, ["prompt_id", "prompt"])
     info = read_info(model_dir)
-    requests = rewrite_requests(prompts, settings["lengths"], settings["form"])
+    requests = rewrite_requests(prompts, settings["lengths"], settings["form"], settings["baseline"])
     cache = read_cache(cache_path, ["cache_key", "instruction", "rewrite"])
     max_new = int(settings["max_new_tokens"])
 

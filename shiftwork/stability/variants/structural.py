@@ -1,4 +1,14 @@
-"""Structural rewrites (length and sentence form) by a rewriter model, with a content-keyed cache."""
+"""Structural rewrites (length and sentence form) by a rewriter model, with a content-keyed cache.
+
+Two ways to anchor a structural variant (``stability.variants.structural.baseline``):
+
+* ``rewrite`` (the method's): the rewriter also writes a 1.0x length rewrite and both sentence
+  forms (interrogative, strength -1; imperative, strength +1); a Length variant is measured against
+  the 1.0x rewrite and the imperative rewrite against the interrogative one, so a rewrite's own
+  wording change is not counted as instability;
+* ``original``: every rewrite is measured against the original prompt, and the form rewrite is
+  the one opposite form of the prompt (+1 question -> command, -1 command -> question).
+"""
 
 from __future__ import annotations
 
@@ -46,21 +56,28 @@ LENGTH_SHOTS = (
         "Describe the French Revolution's causes.",
     ),
 )
+# (source, target form, rewrite); a text already in the target form comes back reworded at most
 FORM_SHOTS = (
-    ("What is the tallest mountain in Africa?", "Name the tallest mountain in Africa."),
-    ("How do plants make their food?", "Explain how plants make their food."),
-    ("Describe the causes of the French Revolution.", "What were the causes of the French Revolution?"),
-    ("List three uses of copper.", "What are three uses of copper?"),
+    ("What is the tallest mountain in Africa?", "command", "Name the tallest mountain in Africa."),
+    ("How do plants make their food?", "command", "Explain how plants make their food."),
+    ("Describe the causes of the French Revolution.", "question", "What were the causes of the French Revolution?"),
+    ("List three uses of copper.", "question", "What are three uses of copper?"),
+    ("Which planet is closest to the sun?", "question", "Which planet is closest to the sun?"),
+    ("Give two examples of mammals that lay eggs.", "command", "Give two examples of mammals that lay eggs."),
 )
+BASELINES: tuple[str, ...] = ("rewrite", "original")
+# strength of each sentence form in the ``rewrite`` anchoring
+FORM_STRENGTH: dict[str, float] = {"question": -1.0, "command": 1.0}
+# the rewrite each structural kind is measured against in the ``rewrite`` anchoring
+ANCHOR_STRENGTH: dict[str, float] = {"length": 1.0, "form": FORM_STRENGTH["question"]}
 
 
 def _length_request(text: str, target: int) -> str:
     return f"Rewrite in about {target} words, with the same meaning: {text}"
 
 
-def _form_request(text: str) -> str:
-    what = "a command" if is_question(text) else "a question"
-    return f"Rewrite as {what} asking for the same thing: {text}"
+def _form_request(text: str, target: str) -> str:
+    return f"Rewrite as a {target} asking for the same thing: {text}"
 
 
 def _chat(shots: list[tuple[str, str]], request: str) -> list[dict[str, str]]:
@@ -79,8 +96,18 @@ def length_messages(text: str, multiple: float) -> list[dict[str, str]]:
     return _chat(shots, _length_request(text, target_words(text, multiple)))
 
 
-def form_messages(text: str) -> list[dict[str, str]]:
-    return _chat([(_form_request(src), out) for src, out in FORM_SHOTS], _form_request(text))
+def opposite_form(text: str) -> str:
+    return "command" if is_question(text) else "question"
+
+
+def form_messages(text: str, target: str | None = None) -> list[dict[str, str]]:
+    """The rewriter's chat for a ``target`` form ("question" or "command"; default: the opposite
+    of the text's own form)."""
+    target = target or opposite_form(text)
+    if target not in FORM_STRENGTH:
+        raise ValueError(f"target must be one of {tuple(FORM_STRENGTH)}, got {target!r}")
+    shots = [(_form_request(src, form), out) for src, form, out in FORM_SHOTS]
+    return _chat(shots, _form_request(text, target))
 
 
 def messages_as_plain(messages: list[dict[str, str]]) -> str:
@@ -114,14 +141,32 @@ def clean_rewrite(raw: str) -> str:
     return text
 
 
-def rewrite_requests(prompts: pd.DataFrame, lengths: Sequence[float], form: bool) -> pd.DataFrame:
-    """One row per (prompt, rewrite); ``instruction`` is the JSON of the few-shot chat for the rewriter."""
+def is_anchor(kind: str, strength: float) -> bool:
+    """Whether a structural variant is the rewrite its kind is measured against (``rewrite`` anchoring)."""
+    return kind in ANCHOR_STRENGTH and float(strength) == ANCHOR_STRENGTH[kind]
+
+
+def rewrite_requests(
+    prompts: pd.DataFrame, lengths: Sequence[float], form: bool, baseline: str = "rewrite"
+) -> pd.DataFrame:
+    """One row per (prompt, rewrite); ``instruction`` is the JSON of the few-shot chat for the rewriter.
+
+    With ``baseline="rewrite"`` a 1.0x length rewrite joins ``lengths`` (when there are any) and
+    ``form`` asks for both forms; with ``"original"``, ``lengths`` as given and one opposite-form
+    rewrite."""
+    if baseline not in BASELINES:
+        raise ValueError(f"baseline must be one of {BASELINES}, got {baseline!r}")
+    multiples = sorted({float(m) for m in lengths} | ({1.0} if baseline == "rewrite" and len(lengths) else set()))
     rows = []
     for p in prompts.itertuples(index=False):
-        for m in lengths:
-            rows.append((p.prompt_id, "length", float(m), json.dumps(length_messages(p.prompt, float(m)))))
-        if form:
-            rows.append((p.prompt_id, "form", form_strength(p.prompt), json.dumps(form_messages(p.prompt))))
+        for m in multiples:
+            rows.append((p.prompt_id, "length", m, json.dumps(length_messages(p.prompt, m))))
+        if not form:
+            continue
+        targets = list(FORM_STRENGTH) if baseline == "rewrite" else [opposite_form(p.prompt)]
+        for target in targets:
+            strength = FORM_STRENGTH[target] if baseline == "rewrite" else form_strength(p.prompt)
+            rows.append((p.prompt_id, "form", strength, json.dumps(form_messages(p.prompt, target))))
     return pd.DataFrame(rows, columns=["prompt_id", "kind", "strength", "instruction"])
 
 
