@@ -222,10 +222,10 @@ rule merge_probes:
 
 rule score_axes:
     input:
-        generations="results/stability/generations/{model}/{dataset}.parquet",
-        probes="results/stability/probes/{model}/{dataset}.parquet",
+        unpack(score_inputs),
     output:
         deltas="results/stability/deltas/{model}/{dataset}.parquet",
+        judgments="results/stability/judgments/{model}/{dataset}.parquet",
     log:
         "logs/score_axes/{model}/{dataset}.log",
     benchmark:
@@ -237,8 +237,27 @@ rule score_axes:
     params:
         encoder=AXES_ENCODER,
         encoder_spec=axes_encoder_spec,
+        structural_baseline=STRUCTURAL["baseline"],
+        judge_batch_size=judge_batch_size,
     script:
         "../scripts/score_axes.py"
+
+
+rule judge_sample:
+    input:
+        judgments=all_judgments,
+    output:
+        table="results/stability/judge/sample.parquet",
+        markdown="results/stability/judge/sample.md",
+    log:
+        "logs/judge_sample.log",
+    conda:
+        "../envs/shiftwork.yaml"
+    params:
+        per_cell=STABILITY["axes"]["judge_sample_size"],
+        seed=STABILITY["seed"],
+    script:
+        "../scripts/judge_sample.py"
 
 
 rule aggregate_stability:

@@ -160,6 +160,18 @@ def score_inputs(wildcards):
     return inputs
 
 
+def judge_batch_size(wildcards):
+    return config["models"][JUDGE]["batch_size"] if JUDGE else 16
+
+
+def all_judgments(wildcards):
+    return expand(
+        "results/stability/judgments/{model}/{dataset}.parquet",
+        model=STABILITY["models"],
+        dataset=STABILITY["datasets"],
+    )
+
+
 def all_deltas(wildcards):
     return expand(
         "results/stability/deltas/{model}/{dataset}.parquet",
@@ -181,6 +193,7 @@ def stability_targets():
         *multiext("results/stability/tables/main_table", ".md", ".tex", ".csv"),
         "results/stability/figures/sgs_heatmap.png",
         "results/stability/figures/family.png",
+        *(["results/stability/judge/sample.md"] if JUDGE else []),
     ]
 
 # A prompt set read from a file is an input, so editing the file reruns its jobs (Snakemake

@@ -13,5 +13,8 @@ with log_to(snakemake.log[0]), claim_gpu():
         snakemake.params.encoder,
         snakemake.params.encoder_spec,
         snakemake.output.deltas,
+        snakemake.output.judgments,
+        structural_baseline=snakemake.params.structural_baseline,
         judge_dir=snakemake.input.get("judge") and str(Path(snakemake.input.judge).parent),
+        judge_batch_size=snakemake.params.judge_batch_size,
     )

@@ -148,3 +148,52 @@ def test_sample_larger_than_the_set_is_an_error(tmp_path):
     with pytest.raises(DatasetError) as info:
         load_prompts("small", spec(tmp_path / "s.jsonl", n=5))
     assert str(info.value).endswith("has 4 prompts; set datasets.small.n to at most 4")
+
+
+def test_alpaca_prompt_joins_instruction_and_input_as_the_method_does(tmp_path):
+    rows = [
+        {"instruction": " Sort these numbers. ", "input": "3, 1, 2", "output": "1, 2, 3"},
+        {"instruction": "Name a colour.", "input": "", "output": "Red"},
+        {"instruction": "Name a metal.", "input": None, "output": "Iron"},
+    ]
+    path = write_jsonl(tmp_path / "alpaca.jsonl", rows)
+    s = spec(path, n=3, prompt=["instruction", "input"], answer="output")
+    s["prompt_labels"] = ["Instruction", "Input"]
+    table = load_prompts("alpaca", s).sort_values("row")
+    assert table["prompt"].tolist() == [
+        "Instruction:\nSort these numbers.\n\nInput:\n3, 1, 2",
+        "Instruction:\nName a colour.",
+        "Instruction:\nName a metal.",
+    ]
+    # without labels the parts are joined by a blank line
+    s.pop("prompt_labels")
+    assert load_prompts("alpaca", s).sort_values("row")["prompt"].iloc[0] == "Sort these numbers.\n\n3, 1, 2"
+    s["prompt_labels"] = ["Instruction"]
+    with pytest.raises(DatasetError, match="prompt_labels has 1 entries for 2 prompt fields"):
+        load_prompts("alpaca", s)
+
+
+def test_shuffle_sampler_gives_the_rows_of_datasets_shuffle():
+    # independent computation: the datasets library's own shuffle and select
+    import datasets
+
+    df = pd.DataFrame({"prompt_id": [f"p{i}" for i in range(500)], "prompt": [f"Q{i}?" for i in range(500)]})
+    expected = datasets.Dataset.from_pandas(df).shuffle(seed=42).select(range(16))["prompt_id"]
+    assert sample(df, 16, 42, "shuffle")["prompt_id"].tolist() == expected
+    # the default sampler keeps source order
+    assert sample(df, 16, 42)["prompt_id"].tolist() == sorted(sample(df, 16, 42)["prompt_id"], key=lambda p: int(p[1:]))
+
+
+def test_subsample_narrows_the_sample_like_the_method(tmp_path):
+    import numpy as np
+
+    write_jsonl(tmp_path / "t.jsonl", [{"q": f"Q{i}?"} for i in range(300)])
+    s = spec(tmp_path / "t.jsonl", n=128)
+    s.update(sampler="shuffle", seed=42, subsample={"n": 16, "seed": 42})
+    table = load_prompts("tqa", s)
+    full = load_prompts("tqa", {**s, "subsample": None})
+    # the method: sorted(default_rng(42).choice(ids 0..127, 16, replace=False)), ids = sample positions
+    picks = sorted(np.random.default_rng(42).choice(np.arange(128), size=16, replace=False).tolist())
+    assert table["prompt"].tolist() == full["prompt"].iloc[picks].tolist()
+    with pytest.raises(DatasetError, match="subsample.n = 200 is larger than n = 128"):
+        load_prompts("tqa", {**s, "subsample": {"n": 200, "seed": 0}})

@@ -19,8 +19,42 @@ def _missing(value: Any) -> bool:
     return value is None or (isinstance(value, float) and np.isnan(value))
 
 
+def prompt_texts(
+    name: str, raw: pd.DataFrame, prompt: str | Sequence[str], labels: Sequence[str] | None = None
+) -> pd.Series:
+    """The prompt of every row: one field, or several fields joined.
+
+    Several fields (``prompt: [instruction, input]``) join their non-empty, stripped values with a
+    blank line; with ``labels`` each part is written ``"{label}:\n{value}"``, so Alpaca with
+    labels ``[Instruction, Input]`` reads ``"Instruction:\n...\n\nInput:\n..."`` and
+    ``"Instruction:\n..."`` where the input is empty, as the method builds it. A missing first
+    field is left missing (and rejected by :func:`extract`); a missing later one is skipped."""
+    if isinstance(prompt, str):
+        return get_field(raw, name, prompt)
+    if labels is not None and len(labels) != len(prompt):
+        raise DatasetError(f"dataset '{name}': prompt_labels has {len(labels)} entries for {len(prompt)} prompt fields")
+    columns = [get_field(raw, name, f) for f in prompt]
+    out = []
+    for values in zip(*columns):
+        if _missing(values[0]) or not isinstance(values[0], str):
+            out.append(values[0])
+            continue
+        parts = []
+        for j, v in enumerate(values):
+            if _missing(v) or not str(v).strip():
+                continue
+            text = str(v).strip()
+            parts.append(f"{labels[j]}:\n{text}" if labels is not None else text)
+        out.append("\n\n".join(parts))
+    return pd.Series(out, index=raw.index, dtype=object)
+
+
 def extract(
-    name: str, raw: pd.DataFrame, fields: Mapping[str, str], where: Sequence[str] | None = None
+    name: str,
+    raw: pd.DataFrame,
+    fields: Mapping[str, Any],
+    where: Sequence[str] | None = None,
+    labels: Sequence[str] | None = None,
 ) -> pd.DataFrame:
     """Map a source's columns to the prompt table and reject unusable rows.
 
@@ -31,9 +65,10 @@ def extract(
 
     def bad(i: int, field: str, what: str) -> DatasetError:
         at = f" ({where[i - 1]})" if where is not None else ""
-        return DatasetError(f"dataset '{name}', row {i}{at}: {field} field '{fields[field]}' {what}")
+        shown = fields[field] if isinstance(fields[field], str) else fields[field][0]
+        return DatasetError(f"dataset '{name}', row {i}{at}: {field} field '{shown}' {what}")
 
-    prompts = get_field(raw, name, fields["prompt"])
+    prompts = prompt_texts(name, raw, fields["prompt"], labels)
     for i, value in enumerate(prompts, start=1):
         if _missing(value):
             raise bad(i, "prompt", "is missing")
@@ -66,24 +101,46 @@ def extract(
     )
 
 
-def sample(df: pd.DataFrame, n: int, seed: int) -> pd.DataFrame:
-    """``n`` rows drawn without replacement by ``seed``, kept in source order; all rows if fewer."""
+SAMPLERS: tuple[str, ...] = ("choice", "shuffle")
+
+
+def sample(df: pd.DataFrame, n: int, seed: int, sampler: str = "choice") -> pd.DataFrame:
+    """``n`` rows drawn without replacement by ``seed``; all rows if fewer.
+
+    ``choice``: ``numpy`` ``default_rng(seed).choice``, rows kept in source order.
+    ``shuffle``: the first ``n`` rows of ``default_rng(seed).permutation``, in that order, which is
+    what ``datasets.Dataset.shuffle(seed=seed).select(range(n))`` returns (the method's sampler)."""
+    if sampler not in SAMPLERS:
+        raise ValueError(f"sampler must be one of {SAMPLERS}, got {sampler!r}")
+    rng = np.random.default_rng(seed)
+    if sampler == "shuffle":
+        return df.iloc[rng.permutation(len(df))[: min(n, len(df))]].reset_index(drop=True)
+    if n >= len(df):
+        return df.reset_index(drop=True)
+    keep = np.sort(rng.choice(len(df), size=n, replace=False))
+    return df.iloc[keep].reset_index(drop=True)
+
+
+def subsample(df: pd.DataFrame, n: int, seed: int) -> pd.DataFrame:
+    """``n`` of the sampled rows, as the method narrows TruthfulQA from its 128-prompt sample to 16:
+    ``sorted(default_rng(seed).choice(positions, n, replace=False))``, positions in sample order."""
     if n >= len(df):
         return df.reset_index(drop=True)
     rng = np.random.default_rng(seed)
-    keep = np.sort(rng.choice(len(df), size=n, replace=False))
+    keep = sorted(rng.choice(np.arange(len(df)), size=n, replace=False).tolist())
     return df.iloc[keep].reset_index(drop=True)
 
 
 def read_prompts(name: str, spec: Mapping[str, Any], root: str | Path = ".") -> pd.DataFrame:
     """Every row of a prompt set as the prompt table, each row checked."""
     raw, where = read_source(name, spec, root)
-    return extract(name, raw, spec["fields"], where)
+    return extract(name, raw, spec["fields"], where, spec.get("prompt_labels"))
 
 
 def load_prompts(name: str, spec: Mapping[str, Any], root: str | Path = ".") -> pd.DataFrame:
-    """Read, check and sample a prompt set. A sample size ``n`` larger than the set is an error
-    (a silently smaller sample would change every statistic downstream)."""
+    """Read, check and sample a prompt set (then subsample it, with ``subsample``). A sample size
+    ``n`` larger than the set is an error (a silently smaller sample would change every
+    statistic downstream)."""
     table = read_prompts(name, spec, root)
     n = int(spec["n"])
     if n > len(table):
@@ -92,4 +149,10 @@ def load_prompts(name: str, spec: Mapping[str, Any], root: str | Path = ".") -> 
             f"dataset '{name}': n = {n} but {origin} has {len(table)} prompts; "
             f"set datasets.{name}.n to at most {len(table)}"
         )
-    return sample(table, n, int(spec["seed"]))
+    table = sample(table, n, int(spec["seed"]), spec.get("sampler", "choice"))
+    sub = spec.get("subsample")
+    if sub:
+        if int(sub["n"]) > n:
+            raise DatasetError(f"dataset '{name}': subsample.n = {sub['n']} is larger than n = {n}")
+        table = subsample(table, int(sub["n"]), int(sub["seed"]))
+    return table

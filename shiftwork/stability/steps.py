@@ -304,39 +304,92 @@ def score_axes(
     encoder_name: str,
     encoder_spec: Mapping[str, Any],
     out: str,
+    out_judgments: str,
+    structural_baseline: str = "rewrite",
     judge_dir: str | None = None,
     judge_batch_size: int = 16,
 ) -> None:
     """The six signed axis deltas for every variant (see :mod:`shiftwork.stability.axes`); with
-    ``judge_dir``, a prepared chat model judges register mirroring."""
-    from shiftwork.encoders import Encoder
+    ``judge_dir``, a prepared model judges register and form mirroring pairwise, and every judged
+    pair is written to ``out_judgments`` (an empty table without a judge)."""
     from shiftwork.stability.axes import check_ranges
     from shiftwork.stability.axes import score_axes as axis_deltas
-    from shiftwork.tables import write_table
+    from shiftwork.stability.judge import judge_pairs, local_completer
 
     gens = read_table(generations_path)
     probes = read_table(probes_path)
+    model = str(gens["model"].iloc[0]) if len(gens) else ""
     encoder: dict[str, Encoder] = {}
 
     def bert_f1(cands, refs):
         enc = encoder.setdefault("e", Encoder(encoder_name, encoder_spec))
         return enc.f1(cands, refs)
 
+    judged: list[pd.DataFrame] = []
     judge_fn = None
     if judge_dir:
-        from functools import partial
+        complete = local_completer(load_prepared(judge_dir), batch_size=judge_batch_size)
 
-        from shiftwork.stability.judge import judge_tones
+        def judge_fn(pairs: pd.DataFrame):
+            table = judge_pairs(pairs, complete)
+            judged.append(table)
+            return table["verdict"].to_numpy()
 
-        judge_fn = partial(judge_tones, load_prepared(judge_dir), batch_size=judge_batch_size)
-
-    deltas = axis_deltas(gens, probes, bert_f1, judge_fn)
+    deltas = axis_deltas(gens, probes, bert_f1, judge_fn, structural_baseline)
     problems = check_ranges(deltas)
     if problems:
         raise ValueError(f"{generations_path}: axis values out of range:\n  " + "\n  ".join(problems[:20]))
-    model = str(gens["model"].iloc[0]) if len(gens) else ""
-    write_table(deltas, out, make_provenance("score_axes", {"encoder": encoder_name, "judge": judge_dir}, model=model))
+    judge_name = read_info(judge_dir)["name"] if judge_dir else None
+    judgments = judged[0] if judged else pd.DataFrame(columns=["variant_id", "verdict", "parsed"])
+    judgments.insert(0, "model", model)
+    judgments.insert(1, "dataset", str(gens["dataset"].iloc[0]) if len(gens) else "")
+    judgments["judge"] = judge_name
+    settings = {"encoder": encoder_name, "judge": judge_name, "structural_baseline": structural_baseline}
+    write_table(judgments, out_judgments, make_provenance("score_axes", settings, model=model))
+    write_table(deltas, out, make_provenance("score_axes", settings, model=model))
+    if judged:
+        LOGGER.info(
+            "judge %s: %d pairs, %d YES, %d answers without YES/NO (counted NO)",
+            judge_name,
+            len(judgments),
+            int(judgments["verdict"].sum()),
+            int((~judgments["parsed"]).sum()),
+        )
     LOGGER.info("scored %d variants of %d prompts", len(deltas), deltas["prompt_id"].nunique())
+
+
+def judge_sample(judgment_paths: list[str], per_cell: int, seed: int, out_table: str, out_md: str) -> None:
+    """A seeded sample of judged pairs of each verdict, for checking the judge by hand."""
+    from shiftwork.reports.tables import to_markdown
+    from shiftwork.stability.judge import validation_sample
+
+    frames = [read_table(p) for p in judgment_paths]
+    judgments = (
+        pd.concat([f for f in frames if len(f)], ignore_index=True) if any(len(f) for f in frames) else frames[0]
+    )
+    sample = validation_sample(judgments, per_cell, seed)
+    write_table(sample, out_table, make_provenance("judge_sample", {"per_cell": per_cell}, seed=seed))
+    shown = [
+        "model",
+        "family",
+        "kind",
+        "strength",
+        "original_reply",
+        "variant_prompt",
+        "variant_reply",
+        "answer",
+        "verdict",
+    ]
+    lines = [
+        "# Judged pairs to check by hand",
+        "",
+        f"{len(sample)} of {len(judgments)} judged pairs: up to {per_cell} per model, family, kind and verdict "
+        f"(seed {seed}). A verdict of 1 means the judge said the variant's reply mirrors the change of its prompt.",
+        "",
+        to_markdown(sample[[c for c in shown if c in sample.columns]]) if len(sample) else "(no judged pairs)",
+        "",
+    ]
+    write_text("\n".join(lines), out_md)
 
 
 def aggregate_stability(
