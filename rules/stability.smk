@@ -237,6 +237,10 @@ rule score_axes:
     params:
         encoder=AXES_ENCODER,
         encoder_spec=axes_encoder_spec,
+        bleu=STABILITY["axes"]["bleu"],
+        bert_scale=STABILITY["axes"]["bert_scale"],
+        bert_baseline=STABILITY["axes"]["bert_baseline"],
+        seed=STABILITY["seed"],
     script:
         "../scripts/score_axes.py"
 

@@ -14,4 +14,8 @@ with log_to(snakemake.log[0]), claim_gpu():
         snakemake.params.encoder_spec,
         snakemake.output.deltas,
         judge_dir=snakemake.input.get("judge") and str(Path(snakemake.input.judge).parent),
+        bleu=snakemake.params.bleu,
+        bert_scale=snakemake.params.bert_scale,
+        bert_baseline=snakemake.params.bert_baseline,
+        seed=snakemake.params.seed,
     )

@@ -306,10 +306,17 @@ def score_axes(
     out: str,
     judge_dir: str | None = None,
     judge_batch_size: int = 16,
+    bleu: str = "sentence",
+    bert_scale: str = "raw",
+    bert_baseline: float | str = "auto",
+    seed: int = 0,
 ) -> None:
     """The six signed axis deltas for every variant (see :mod:`shiftwork.stability.axes`); with
-    ``judge_dir``, a prepared chat model judges register mirroring."""
+    ``judge_dir``, a prepared chat model judges register mirroring. ``bleu`` is the BLEU
+    definition; ``bert_scale`` ``rescaled`` puts the BERT axis on the (F1 - b) / (1 - b) scale,
+    b from ``bert_baseline`` (a number, or ``auto``: mismatched baseline replies, ``seed``)."""
     from shiftwork.encoders import Encoder
+    from shiftwork.stability import axes as axes_mod
     from shiftwork.stability.axes import check_ranges
     from shiftwork.stability.axes import score_axes as axis_deltas
     from shiftwork.tables import write_table
@@ -330,12 +337,20 @@ def score_axes(
 
         judge_fn = partial(judge_tones, load_prepared(judge_dir), batch_size=judge_batch_size)
 
-    deltas = axis_deltas(gens, probes, bert_f1, judge_fn)
-    problems = check_ranges(deltas)
+    if bert_scale not in axes_mod.BERT_SCALES:
+        raise ValueError(f"stability.axes.bert_scale must be one of {list(axes_mod.BERT_SCALES)}, got {bert_scale!r}")
+    rescale = axes_mod.bert_baseline(gens, bert_f1, bert_baseline, seed) if bert_scale == "rescaled" else None
+    deltas = axis_deltas(gens, probes, bert_f1, judge_fn, bleu=bleu, bert_b=rescale["b"] if rescale else None)
+    problems = check_ranges(deltas, bleu=bleu, bert_scale=bert_scale)
     if problems:
         raise ValueError(f"{generations_path}: axis values out of range:\n  " + "\n  ".join(problems[:20]))
     model = str(gens["model"].iloc[0]) if len(gens) else ""
-    write_table(deltas, out, make_provenance("score_axes", {"encoder": encoder_name, "judge": judge_dir}, model=model))
+    settings = {"encoder": encoder_name, "judge": judge_dir, "bleu": bleu, "bert_scale": bert_scale}
+    extra: dict[str, Any] = {"unobservable_axes": axes_mod.unobservable_axes(deltas)}
+    if rescale:  # b, how it was found, and how many replies the clip at 0 set to -1
+        settings |= {"bert_baseline": bert_baseline, "seed": seed}
+        extra["bert_rescale"] = rescale | {"n_at_floor": int((deltas["BERT"] == -1.0).sum())}
+    write_table(deltas, out, make_provenance("score_axes", settings, model=model, extra=extra))
     LOGGER.info("scored %d variants of %d prompts", len(deltas), deltas["prompt_id"].nunique())
 
 
@@ -349,7 +364,8 @@ def aggregate_stability(
     deltas = pd.concat([read_table(p) for p in delta_paths], ignore_index=True)
     normalised = stats.normalise(deltas, R)
     per_prompt = stats.prompt_instability(normalised)
-    prov = make_provenance("aggregate", {"R": dict(R), "eps": list(eps)})
+    unobservable = stats.unobservable_axes(deltas).to_dict("records")
+    prov = make_provenance("aggregate", {"R": dict(R), "eps": list(eps)}, extra={"unobservable_axes": unobservable})
     write_table(per_prompt, outs["per_prompt"], prov)
     write_table(stats.dataset_sgs(per_prompt), outs["dataset_sgs"], prov)
     write_table(stats.total_sgs(per_prompt), outs["total_sgs"], prov)
