@@ -239,6 +239,10 @@ rule score_axes:
         encoder_spec=axes_encoder_spec,
         structural_baseline=STRUCTURAL["baseline"],
         judge_batch_size=judge_batch_size,
+        bleu=STABILITY["axes"]["bleu"],
+        bert_scale=STABILITY["axes"]["bert_scale"],
+        bert_baseline=STABILITY["axes"]["bert_baseline"],
+        seed=STABILITY["seed"],
     script:
         "../scripts/score_axes.py"
 

@@ -17,4 +17,8 @@ with log_to(snakemake.log[0]), claim_gpu():
         structural_baseline=snakemake.params.structural_baseline,
         judge_dir=snakemake.input.get("judge") and str(Path(snakemake.input.judge).parent),
         judge_batch_size=snakemake.params.judge_batch_size,
+        bleu=snakemake.params.bleu,
+        bert_scale=snakemake.params.bert_scale,
+        bert_baseline=snakemake.params.bert_baseline,
+        seed=snakemake.params.seed,
     )

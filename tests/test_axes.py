@@ -8,7 +8,16 @@ import pandas as pd
 import pytest
 import sacrebleu
 
-from shiftwork.stability.axes import AXES, check_ranges, score_axes
+from shiftwork.stability.axes import (
+    AXES,
+    _bleu_delta,
+    bert_baseline,
+    bleu_score,
+    check_ranges,
+    rescaled_bert_delta,
+    score_axes,
+    unobservable_axes,
+)
 
 R1 = "The capital of France is Paris."
 R2 = "Water boils at 100 degrees Celsius at sea level."
@@ -327,3 +336,205 @@ def test_structural_variant_without_anchor_is_named():
     gens = make_generations()
     with pytest.raises(ValueError, match="p1-len"):
         score_axes(gens, make_probes(), FakeBert(), structural_baseline="rewrite")
+
+
+# ----------------------------------------------------------------------------- BLEU definitions
+# sacrebleu's 13a tokens: "Yes" is 1 token, "Yes." 2 ("Yes", "."), "It is Paris" 3, "It is in Paris" 4.
+
+
+@pytest.mark.parametrize("reply", ["Yes", "Yes.", "It is Paris"])
+def test_identical_short_reply_under_both_definitions(reply):
+    # sentence BLEU with effective order scores the orders the reply has: 100 against itself;
+    # corpus BLEU takes the log of the empty 4-gram (and for 1-2 tokens 3-gram) precision: 0
+    assert bleu_score(reply, reply, "sentence") == 100.0
+    assert bleu_score(reply, reply, "corpus") == 0.0
+    assert sacrebleu.corpus_bleu([reply], [[reply]]).score == 0.0
+    # either way the delta, anchored at the baseline's own score, is 0
+    assert _bleu_delta(reply, reply, "sentence") == 0.0
+    assert _bleu_delta(reply, reply, "corpus") == 0.0
+
+
+def test_identical_four_token_reply_scores_100_under_both():
+    assert bleu_score("It is in Paris", "It is in Paris", "corpus") == 100.0
+    assert bleu_score("It is in Paris", "It is in Paris", "sentence") == 100.0
+
+
+def test_short_reply_changed_by_hand():
+    # r_0 "Yes it is" (3 tokens), r_v "Yes" (1 token). sentence: effective order 1, unigram
+    # precision 1/1, brevity penalty exp(1 - 3/1) = 0.135335 -> 13.5335, delta -86.4665.
+    # corpus: no 2-gram at all -> 0; r_0 against itself also 0 -> delta 0.
+    assert _bleu_delta("Yes", "Yes it is", "sentence") == pytest.approx(13.533528 - 100, abs=1e-5)
+    assert _bleu_delta("Yes", "Yes it is", "corpus") == 0.0
+
+
+def test_reply_lengthened_from_a_short_baseline_by_hand():
+    # r_0 "Paris" (1 token), r_v "Paris is the capital of France" (6 tokens): 1-grams 1/6,
+    # 2-, 3-, 4-grams none matched of 5, 4, 3 -> exp smoothing 100 / (2 x 5) = 10,
+    # 100 / (4 x 4) = 6.25, 100 / (8 x 3) = 4.1667 %; no brevity penalty;
+    # BLEU = (16.667 x 10 x 6.25 x 4.1667) ** (1/4) = 8.1167 under both definitions.
+    long = "Paris is the capital of France"
+    assert bleu_score(long, "Paris", "sentence") == pytest.approx(8.11670, abs=1e-4)
+    assert bleu_score(long, "Paris", "corpus") == pytest.approx(8.11670, abs=1e-4)
+    assert _bleu_delta(long, "Paris", "sentence") == pytest.approx(8.11670 - 100, abs=1e-4)
+    # corpus: "Paris" scores 0 against itself, so the method's delta is positive
+    assert _bleu_delta(long, "Paris", "corpus") == pytest.approx(8.11670, abs=1e-4)
+
+
+def test_long_reply_against_direct_sacrebleu_call():
+    # 7 tokens each, one word changed: precisions 6/7, 4/6, 3/5, 2/4, no brevity penalty:
+    # (0.857143 x 0.666667 x 0.6 x 0.5) ** (1/4) = 0.643459 -> delta -35.6541 under both
+    cand = "The capital of France is Lyon."
+    assert _bleu_delta(cand, R1, "corpus") == pytest.approx(64.345888 - 100, abs=1e-5)
+    assert _bleu_delta(cand, R1, "sentence") == pytest.approx(64.345888 - 100, abs=1e-5)
+    assert bleu_score(cand, R1, "corpus") == sacrebleu.corpus_bleu([cand], [[R1]]).score
+    assert bleu_score(cand, R1, "sentence") == sacrebleu.sentence_bleu(cand, [R1]).score
+
+
+def test_empty_replies_under_both_definitions():
+    assert _bleu_delta("", "It is in Paris", "sentence") == -100.0
+    assert _bleu_delta("", "It is in Paris", "corpus") == -100.0  # 0 - 100
+    assert _bleu_delta("It is in Paris", "", "sentence") == -100.0
+    assert _bleu_delta("It is in Paris", "", "corpus") == 0.0  # 0 - 0: the library's scores
+
+
+def test_score_axes_corpus_bleu_by_hand():
+    out = score_axes(make_generations(), make_probes(), FakeBert(), bleu="corpus").set_index("variant_id")
+    # "Paris." (2 tokens) against R1 (7): no 3-gram -> corpus BLEU 0; R1 against itself 100
+    assert out.loc["p1-len", "BLEU"] == -100.0
+    # sentence: effective order 2, precisions 1, 1, brevity exp(1 - 7/2) = 0.082085 -> 8.2085
+    sentence = score_axes(make_generations(), make_probes(), FakeBert()).set_index("variant_id")
+    assert sentence.loc["p1-len", "BLEU"] == pytest.approx(8.208500 - 100, abs=1e-5)
+    assert out.loc["p1-reg", "BLEU"] == sacrebleu.corpus_bleu([REG], [[R1]]).score - 100
+    assert out.loc["p1-noise", "BLEU"] == 0.0 and out.loc["p1-base", "BLEU"] == 0.0
+    assert check_ranges(out.reset_index(), bleu="corpus") == []
+
+
+def test_corpus_bleu_may_be_positive_and_check_ranges_knows():
+    out = score_axes(make_generations(), make_probes(), FakeBert()).reset_index()
+    out.loc[out["variant_id"] == "p1-reg", "BLEU"] = 8.1
+    assert check_ranges(out, bleu="corpus") == []
+    assert any("p1-reg" in p and "BLEU" in p for p in check_ranges(out))
+
+
+def test_unknown_bleu_definition_is_named():
+    with pytest.raises(ValueError, match="stability.axes.bleu.*'chrf'"):
+        score_axes(make_generations(), make_probes(), FakeBert(), bleu="chrf")
+
+
+# ----------------------------------------------------------------------------- BERT scale
+
+
+def test_rescaled_bert_delta_by_hand():
+    # b = 0.5: (F1 - 0.5) / 0.5 - 1; 1 -> 0; 0.93 -> 0.86 - 1; 0.5 -> 0 - 1;
+    # 0.2 -> -0.6, clipped to 0 -> -1; 0 (empty reply) -> -1
+    got = rescaled_bert_delta(np.array([1.0, 0.93, 0.5, 0.2, 0.0]), 0.5)
+    assert got == pytest.approx([0.0, -0.14, -1.0, -1.0, -1.0])
+    with pytest.raises(ValueError, match="bert_baseline"):
+        rescaled_bert_delta(np.array([0.9]), 1.0)
+
+
+def test_score_axes_rescaled_bert_by_hand():
+    out = score_axes(make_generations(), make_probes(), FakeBert(), bert_b=0.5).set_index("variant_id")
+    assert out.loc["p1-reg", "BERT"] == pytest.approx(-0.14)  # (0.93 - 0.5) / 0.5 - 1
+    assert out.loc["p1-len", "BERT"] == pytest.approx(-0.38)  # (0.81 - 0.5) / 0.5 - 1
+    assert out.loc["p2-form", "BERT"] == pytest.approx(-0.76)  # (0.62 - 0.5) / 0.5 - 1
+    assert out.loc["p2-empty", "BERT"] == -1.0  # (0 - 0.5) / 0.5 = -1, clipped to 0
+    assert out.loc["p2-case", "BERT"] == pytest.approx(-0.06)  # (0.97 - 0.5) / 0.5 - 1
+    assert out.loc["p1-noise", "BERT"] == 0.0 and out.loc["p1-base", "BERT"] == 0.0
+    assert check_ranges(out.reset_index(), bert_scale="rescaled") == []
+    bad = out.reset_index()
+    bad.loc[bad["variant_id"] == "p2-form", "BERT"] = -1.5
+    assert check_ranges(bad) == []  # raw F1 has no floor
+    assert any("p2-form" in p for p in check_ranges(bad, bert_scale="rescaled"))
+
+
+def test_bert_baseline_from_mismatched_baseline_replies():
+    gens = make_generations()
+    # a third prompt whose baseline reply is empty: not an unrelated reply, left out
+    gens = pd.concat([gens, gens.iloc[[0]].assign(prompt_id="p3", variant_id="p3-base", response=" ")])
+    calls = []
+
+    def f1(cands, refs):
+        calls.append((list(cands), list(refs)))
+        return np.array([{(R1, R2): 0.3, (R2, R1): 0.5}[(c, r)] for c, r in zip(cands, refs)])
+
+    # the two ordered pairs (R1, R2) and (R2, R1): b = (0.3 + 0.5) / 2 = 0.4
+    got = bert_baseline(gens, f1, "auto", seed=0)
+    assert got == {"b": pytest.approx(0.4), "method": "mismatched baseline reply pairs", "n_pairs": 2}
+    assert calls == [([R1, R2], [R2, R1])]
+    assert bert_baseline(gens, f1, 0.25) == {"b": 0.25, "method": "config", "n_pairs": 0}
+    with pytest.raises(ValueError, match="at least 2 prompts"):
+        bert_baseline(gens[gens["prompt_id"] != "p2"], f1, "auto")
+
+
+# ----------------------------------------------------------------------------- unobservable axes
+
+
+def test_unobservable_probe_columns_give_missing_axes():
+    probes = make_probes().assign(act_cos=np.nan, logprob=np.nan)  # an API model
+    out = score_axes(make_generations(), probes, FakeBert())
+    assert out["Act"].isna().all() and out["Prob"].isna().all()  # baselines too: not 0
+    full = score_axes(make_generations(), make_probes(), FakeBert())
+    for axis in ("BLEU", "BERT", "Ent", "MR"):
+        assert out[axis].tolist() == full[axis].tolist(), axis
+    assert unobservable_axes(out) == ["Act", "Prob"]
+    assert unobservable_axes(full) == []
+    assert check_ranges(out) == []
+
+
+def test_partly_missing_probe_column_is_an_error_naming_rows():
+    probes = make_probes()
+    probes.loc[probes["variant_id"] == "p2-form", "entropy"] = np.nan
+    with pytest.raises(ValueError, match=r"'entropy' \(axis Ent\).*some rows only.*p2-form"):
+        score_axes(make_generations(), probes, FakeBert())
+    out = score_axes(make_generations(), make_probes(), FakeBert()).reset_index(drop=True)
+    out.loc[out["variant_id"] == "p2-form", "Ent"] = np.nan
+    assert any("p2-form" in p and "NaN" in p for p in check_ranges(out))
+
+
+# ----------------------------------------------------------------------------- the step
+
+
+def test_score_axes_step_records_b_and_unobservable_axes(tmp_path, monkeypatch):
+    import shiftwork.encoders
+    from shiftwork.stability.steps import score_axes as step
+    from shiftwork.tables import read_provenance, read_table, write_table
+
+    class FakeEncoder:
+        def __init__(self, name, spec):
+            self.f1 = self.score
+
+        @staticmethod
+        def score(cands, refs):
+            # unrelated baseline replies score 0.4 both ways; the variants as in F1
+            return np.array([0.4 if (c, r) in {(R1, R2), (R2, R1)} else F1[c] for c, r in zip(cands, refs)])
+
+    monkeypatch.setattr(shiftwork.encoders, "Encoder", FakeEncoder)
+    gens, probes = tmp_path / "g.parquet", tmp_path / "p.parquet"
+    write_table(make_generations(), gens)
+    write_table(make_probes().assign(act_cos=np.nan), probes)
+    out = tmp_path / "d.parquet"
+    judged = tmp_path / "j.parquet"
+    step(
+        str(gens),
+        str(probes),
+        "fake",
+        {},
+        str(out),
+        str(judged),
+        "original",
+        bleu="corpus",
+        bert_scale="rescaled",
+        seed=3,
+    )
+    assert read_table(judged).empty  # no judge
+    deltas = read_table(out).set_index("variant_id")
+    assert deltas.loc["p1-reg", "BERT"] == pytest.approx((0.93 - 0.4) / 0.6 - 1)
+    assert deltas.loc["p1-len", "BLEU"] == -100.0  # corpus BLEU of "Paris." is 0
+    assert deltas["Act"].isna().all()
+    prov = read_provenance(out)
+    assert prov["settings"]["bleu"] == "corpus" and prov["settings"]["bert_scale"] == "rescaled"
+    assert prov["bert_rescale"]["b"] == pytest.approx(0.4)
+    assert prov["bert_rescale"]["method"] == "mismatched baseline reply pairs"
+    assert prov["bert_rescale"]["n_at_floor"] == 1  # the empty reply
+    assert prov["unobservable_axes"] == ["Act"]

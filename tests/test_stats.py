@@ -287,14 +287,90 @@ def test_ttests_by_dataset_gives_nan_for_a_single_prompt(per_prompt):
     assert two["p"] == pytest.approx(sps.ttest_1samp([S125, S5], 0.05, alternative="greater").pvalue)
 
 
-def test_ttests_zero_variance_gives_nan():
-    pp = pd.DataFrame(
-        {"model": ["m"] * 3, "dataset": ["d"] * 3, "prompt_id": ["a", "b", "c"], **{a: [0.2, 0.2, 0.2] for a in AXES}}
+def constant_per_prompt(value: float, n: int = 3) -> pd.DataFrame:
+    ids = [f"p{i}" for i in range(n)]
+    return pd.DataFrame({"model": ["m"] * n, "dataset": ["d"] * n, "prompt_id": ids, **{a: [value] * n for a in AXES}})
+
+
+@pytest.mark.filterwarnings("ignore:Precision loss occurred")
+def test_ttests_constant_sample_above_eps_is_significant():
+    # every prompt unstable by 0.2 > eps 0.05: t = +inf, p = 0 (scipy: t ~ 7.6e15, p ~ 8.6e-33, from
+    # the mean 0.20000000000000004 rounded in floating point), so the marker is kept
+    tests = stats.ttests(constant_per_prompt(0.2), 0.05, by=["model"])
+    assert (tests["t"] == np.inf).all() and (tests["p"] == 0.0).all()
+    assert set(tests["marker"]) == {"***"}
+    assert (tests["mean"] == 0.2).all() and (tests["n"] == 3).all()
+    scipy_p = sps.ttest_1samp([0.2, 0.2, 0.2], 0.05, alternative="greater").pvalue
+    assert scipy_p < 1e-30
+
+
+def test_ttests_constant_sample_at_or_below_eps_is_not():
+    # all equal to eps: t = 0 / 0 = NaN, p = 1 (scipy: p = 0.146 from the rounded mean)
+    at = stats.ttests(constant_per_prompt(0.05), 0.05, by=["model"])
+    assert at["t"].isna().all() and (at["p"] == 1.0).all() and set(at["marker"]) == {""}
+    # all below eps (a model stable on every prompt): t = -inf, p = 1, as scipy gives
+    below = stats.ttests(constant_per_prompt(0.0), 0.05, by=["model"])
+    assert (below["t"] == -np.inf).all() and (below["p"] == 1.0).all() and set(below["marker"]) == {""}
+    assert sps.ttest_1samp([0.0, 0.0, 0.0], 0.05, alternative="greater").pvalue == 1.0
+
+
+def test_ttests_single_value_is_undefined_as_in_the_method():
+    # n = 1: no variance estimate; the method (and scipy) give NaN
+    mean, t, p, n = stats.one_sided_ttest([0.2], 0.05)
+    assert (mean, n) == (0.2, 1) and math.isnan(t) and math.isnan(p)
+    mean, t, p, n = stats.one_sided_ttest([np.nan, np.nan], 0.05)
+    assert n == 0 and math.isnan(mean) and math.isnan(t) and math.isnan(p)
+
+
+# ----------------------------------------------------------------------------- unobservable axes
+
+
+def test_unobservable_axis_stays_missing_through_the_chain():
+    # m2 is an API model: no activations, no log-probabilities on any row (baselines included)
+    deltas = make_deltas()
+    deltas.loc[deltas["model"] == "m2", ["Act", "Prob"]] = np.nan
+    missing = stats.unobservable_axes(deltas)
+    assert missing.to_dict("records") == [
+        {"model": "m2", "dataset": d, "axis": a} for d in ("dA", "dB") for a in ("Act", "Prob")
+    ]
+    per_prompt = stats.prompt_instability(stats.normalise(deltas, DEFAULT_R))
+    for prompt, base in (("p1", S125), ("p2", S5), ("p3", 0.1)):
+        m2 = row(per_prompt, model="m2", prompt_id=prompt)
+        assert math.isnan(m2["Act"]) and math.isnan(m2["Prob"])
+        for axis in ("BLEU", "BERT", "Ent", "MR"):  # the other axes as before: 2 x |F| x base
+            assert m2[axis] == pytest.approx(2 * abs(F[axis]) * base), (prompt, axis)
+        # m1 keeps every axis
+        assert row(per_prompt, model="m1", prompt_id=prompt)["Act"] == pytest.approx(base)
+    total = stats.total_sgs(per_prompt)
+    m2 = row(total, model="m2")
+    assert math.isnan(m2["Act"]) and math.isnan(m2["Prob"])
+    assert m2["Ent"] == pytest.approx(2 * 2.0 * (S125 + S5 + 0.1) / 3)
+    assert not math.isnan(row(total, model="m1")["Act"])
+    assert math.isnan(row(stats.dataset_sgs(per_prompt), model="m2", dataset="dA")["Act"])
+    tests = stats.ttests(per_prompt, 0.05, by=["model"])
+    act = row(tests, model="m2", axis="Act")
+    assert act["n"] == 0 and math.isnan(act["p"]) and act["marker"] == ""
+    assert row(tests, model="m2", axis="Ent")["n"] == 3
+
+
+def test_axis_unobservable_on_one_dataset_only_pools_the_others():
+    deltas = make_deltas()
+    deltas.loc[(deltas["model"] == "m1") & (deltas["dataset"] == "dB"), "Ent"] = np.nan
+    per_prompt = stats.prompt_instability(stats.normalise(deltas, DEFAULT_R))
+    assert math.isnan(row(per_prompt, model="m1", prompt_id="p3")["Ent"])
+    # m1's Ent SGS is the mean over the prompts that have it: p1, p2 (2 x base RMS each)
+    assert row(stats.total_sgs(per_prompt), model="m1")["Ent"] == pytest.approx(2.0 * (S125 + S5) / 2)
+
+
+def test_partly_missing_axis_is_an_error_naming_rows():
+    deltas = make_deltas()
+    deltas.loc[(deltas["model"] == "m2") & (deltas["prompt_id"] == "p1") & (deltas["variant_id"] == "v2"), "Act"] = (
+        np.nan
     )
-    tests = stats.ttests(pp, 0.05, by=["model"])
-    assert tests["t"].isna().all() and tests["p"].isna().all()
-    assert set(tests["marker"]) == {""}
-    assert tests["mean"].to_numpy() == pytest.approx(0.2)
+    with pytest.raises(ValueError, match=r"axis 'Act'.*1 of 6 rows.*'m2'.*'dA'.*v2"):
+        stats.prompt_instability(stats.normalise(deltas, DEFAULT_R))
+    with pytest.raises(ValueError, match="axis 'Act'"):
+        stats.unobservable_axes(deltas)
 
 
 def test_ttests_names_bad_arguments(per_prompt):

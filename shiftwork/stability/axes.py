@@ -3,8 +3,10 @@
 For prompt ``i`` with baseline reply ``r_0`` and a variant ``v`` with reply ``r_v``:
 
 * ``Act``  = act_cos(v) - 1 (hidden-state cosine to the baseline, averaged over layers)
-* ``BLEU`` = sentence BLEU(r_v, [r_0]) - 100
-* ``BERT`` = BERTScore F1(r_v, r_0) - 1
+* ``BLEU`` = BLEU(r_v, r_0) - BLEU(r_0, r_0): ``sentence`` BLEU (effective order, the default)
+  scores any non-empty reply 100 against itself, so this is BLEU(r_v, r_0) - 100; the method's
+  one-pair ``corpus`` BLEU scores a reply of under four tokens 0 against itself
+* ``BERT`` = BERTScore F1(r_v, r_0) - 1 (``raw``), or ``rescaled``: clip((F1 - b) / (1 - b), 0, 1) - 1
 * ``Prob`` = logprob(r_0 | v) - logprob(r_0 | baseline)
 * ``Ent``  = entropy(v) - entropy(baseline) (mean next-token entropy over r_0's positions)
 * ``MR``   = mirroring(r_v, r_0) - mirroring(r_0, r_0) for the variant's family/kind/strength, or
@@ -12,6 +14,11 @@ For prompt ``i`` with baseline reply ``r_0`` and a variant ``v`` with reply ``r_
 
 Every delta is 0 when nothing changed: baseline rows are set to exactly 0, identical replies give
 BLEU = BERT = 0 exactly, and identical model inputs give Act = Prob = Ent = 0 exactly.
+
+A source that cannot observe an axis (an API model has no hidden states, and log-probabilities
+only if the API returns them) leaves its probe column (``act_cos``, ``logprob``, ``entropy``)
+missing on every row: that axis is then NaN on every row, baselines included (*unobservable*).
+A probe column missing on some rows only is an error naming them.
 """
 
 from __future__ import annotations
@@ -22,6 +29,7 @@ import numpy as np
 import pandas as pd
 import sacrebleu
 
+from shiftwork.stability.gate import estimate_baseline
 from shiftwork.stability.judge import is_judged
 from shiftwork.stability.mirroring import mirroring
 from shiftwork.stability.variants.structural import ANCHOR_STRENGTH, BASELINES
@@ -43,6 +51,10 @@ META_COLUMNS: list[str] = [*KEY, "family", "kind", "position", "strength"]
 OUTPUT_COLUMNS: list[str] = [*META_COLUMNS, *AXES, "flipped"]
 
 BertF1 = Callable[[list[str], list[str]], np.ndarray]
+BLEU_DEFINITIONS: tuple[str, ...] = ("sentence", "corpus")
+BERT_SCALES: tuple[str, ...] = ("raw", "rescaled")
+# the probe column each model-side axis is computed from
+PROBE_AXES: dict[str, str] = {"Act": "act_cos", "Prob": "logprob", "Ent": "entropy"}
 
 
 def _require(df: pd.DataFrame, columns: Sequence[str], name: str) -> None:
@@ -57,15 +69,106 @@ def _ids(values: pd.Series | Sequence[object], limit: int = 20) -> str:
     return ", ".join(ids[:limit]) + more
 
 
-def _bleu_delta(response: str, reference: str) -> float:
-    """Sentence BLEU of ``response`` against ``reference`` minus 100.
+def bleu_score(candidate: str, reference: str, definition: str = "sentence") -> float:
+    """BLEU (0-100) of ``candidate`` against the one ``reference``, clipped to [0, 100].
 
-    An empty side scores 0 (delta -100); floating point overshoot above 100 is clipped.
+    ``sentence``: ``sacrebleu.sentence_bleu(candidate, [reference])`` (13a tokens, exp smoothing,
+    effective order: a reply of 1-3 tokens is scored on the n-gram orders it has). ``corpus``: the
+    method's ``sacrebleu.corpus_bleu([candidate], [[reference]])`` (13a tokens, exp smoothing, no
+    effective order: a candidate of under 4 tokens scores 0, even against itself). The arguments
+    are the libraries' defaults, spelt out so that a change of default cannot change the axis.
     """
-    if not response.strip() or not reference.strip():
-        return -100.0
-    score = sacrebleu.sentence_bleu(response, [reference]).score
-    return min(float(score), 100.0) - 100.0
+    if definition == "sentence":
+        score = sacrebleu.sentence_bleu(
+            candidate, [reference], smooth_method="exp", lowercase=False, tokenize="13a", use_effective_order=True
+        ).score
+    elif definition == "corpus":
+        score = sacrebleu.corpus_bleu(
+            [candidate],
+            [[reference]],
+            smooth_method="exp",
+            lowercase=False,
+            tokenize="13a",
+            use_effective_order=False,
+        ).score
+    else:
+        raise ValueError(f"stability.axes.bleu must be one of {list(BLEU_DEFINITIONS)}, got {definition!r}")
+    return min(max(float(score), 0.0), 100.0)
+
+
+def _bleu_delta(response: str, reference: str, definition: str = "sentence") -> float:
+    """BLEU(response, reference) - BLEU(reference, reference), as the method anchors the delta at
+    its baseline row (whose reply is the reference).
+
+    ``sentence``: an empty side scores 0 (delta -100); a non-empty reference scores 100 against
+    itself, so the delta is BLEU - 100, in [-100, 0]. ``corpus``: exactly the library's scores, so
+    against a reference of under 4 tokens (which scores 0 against itself) the delta is
+    BLEU(response, reference) >= 0; the delta lies in [-100, 100].
+    """
+    if definition == "sentence":
+        if not response.strip() or not reference.strip():
+            return -100.0
+        return bleu_score(response, reference, "sentence") - 100.0
+    return bleu_score(response, reference, definition) - bleu_score(reference, reference, definition)
+
+
+def rescaled_bert_delta(f1: np.ndarray, b: float) -> np.ndarray:
+    """``clip((f1 - b) / (1 - b), 0, 1) - 1``: the BERT axis on the rescaled scale, in [-1, 0].
+
+    A rescaled score under 0 (a reply further from r_0 than the average unrelated reply is) is
+    set to 0: below the unrelated level the encoder says nothing more about the reply, and
+    unclipped values fall without bound as b nears 1 (b = 0.9, F1 = 0 gives -9), which would
+    let one empty reply dominate a prompt's RMS. Raises ValueError unless 0 <= b < 1.
+    """
+    if not 0.0 <= b < 1.0:
+        raise ValueError(f"stability.axes.bert_baseline must lie in [0, 1), got {b}")
+    return np.clip((np.asarray(f1, dtype=np.float64) - b) / (1.0 - b), 0.0, 1.0) - 1.0
+
+
+def bert_baseline(
+    generations: pd.DataFrame,
+    bert_f1: BertF1,
+    baseline: float | str = "auto",
+    seed: int = 0,
+    max_pairs: int = 2000,
+) -> dict[str, object]:
+    """The rescale baseline b of the BERT axis: ``{"b", "method", "n_pairs"}``.
+
+    A number is taken as given. ``auto`` is the mean F1 of mismatched pairs (as the gate's
+    estimate: ordered pairs i != j, at most ``max_pairs`` drawn by ``seed``) of the non-empty
+    baseline replies r_0 of ``generations``, one per prompt: replies to unrelated prompts.
+    Raises ValueError with fewer than two such replies, or when b falls outside [0, 1).
+    """
+    if baseline != "auto":
+        b, method, n_pairs = float(baseline), "config", 0
+    else:
+        base = generations[generations["family"] == "baseline"]
+        texts = [r for r in base["response"].tolist() if isinstance(r, str) and r.strip()]
+        if len(texts) < 2:
+            raise ValueError(
+                f"stability.axes.bert_baseline auto needs the replies to at least 2 prompts, got {len(texts)} "
+                "non-empty baseline replies; give bert_baseline as a number"
+            )
+        b, n_pairs = estimate_baseline(bert_f1, texts, max_pairs=max_pairs, seed=seed)
+        method = "mismatched baseline reply pairs"
+    if not 0.0 <= b < 1.0:
+        raise ValueError(f"BERT axis rescale baseline b = {b} ({method}) lies outside [0, 1)")
+    return {"b": b, "method": method, "n_pairs": n_pairs}
+
+
+def _observable(df: pd.DataFrame) -> dict[str, bool]:
+    """Per model-side axis: True if its probe column is complete, False if it is missing on every
+    row (unobservable); ValueError naming the rows when it is missing on some rows only."""
+    out = {}
+    for axis, column in PROBE_AXES.items():
+        miss = df[column].isna().to_numpy()
+        if miss.any() and not miss.all():
+            raise ValueError(
+                f"probes column '{column}' (axis {axis}) is missing on some rows only, for variant_id(s): "
+                f"{_ids(df.loc[miss, 'variant_id'])}; an axis must be observed on every row or on none"
+            )
+        out[axis] = not miss.any()
+    return out
 
 
 def score_axes(
@@ -74,8 +177,14 @@ def score_axes(
     bert_f1: BertF1,
     judge: Callable[[pd.DataFrame], Sequence[int]] | None = None,
     structural_baseline: str = "original",
+    bleu: str = "sentence",
+    bert_b: float | None = None,
 ) -> pd.DataFrame:
     """One row per variant (baselines included) with the six signed deltas and a ``flipped`` flag.
+
+    ``bleu`` picks the BLEU definition (see :func:`bleu_score`); with ``bert_b`` the BERT axis is
+    :func:`rescaled_bert_delta` of the F1 with that baseline, else the raw F1 - 1. An axis whose
+    probe column is missing on every row comes out NaN on every row (see the module docstring).
 
     ``bert_f1(candidates, references)`` returns BERTScore F1 per pair; it is called once, with
     every (r_v, r_0) pair whose stripped texts differ, and not at all if there is none.
@@ -91,8 +200,11 @@ def score_axes(
     anchor's, and the anchor rows themselves are left out (they are not variants).
 
     Raises ValueError if a column is missing, a (model, dataset, prompt_id, variant_id) key is
-    duplicated, a generation has no probe row, or a prompt has no or several baseline rows.
+    duplicated, a generation has no probe row, a prompt has no or several baseline rows, or a
+    probe column is missing on some rows only.
     """
+    if bleu not in BLEU_DEFINITIONS:
+        raise ValueError(f"stability.axes.bleu must be one of {list(BLEU_DEFINITIONS)}, got {bleu!r}")
     _require(generations, GENERATION_COLUMNS, "generations")
     _require(probes, PROBE_COLUMNS, "probes")
 
@@ -115,6 +227,7 @@ def score_axes(
     if no_probe.any():
         raise ValueError(f"probes has no row for variant_id(s): {_ids(df.loc[no_probe, 'variant_id'])}")
     df = df.drop(columns="_merge")
+    observable = _observable(df)
 
     is_base = (df["family"] == "baseline").to_numpy()
     n_base = pd.Series(is_base, index=df.index).groupby([df[c] for c in PROMPT_KEY], sort=False).transform("sum")
@@ -156,20 +269,20 @@ def score_axes(
     act = df["act_cos"].to_numpy(dtype=np.float64) - 1.0
     prob = df["logprob"].to_numpy(dtype=np.float64) - df["base_logprob"].to_numpy(dtype=np.float64)
     ent = df["entropy"].to_numpy(dtype=np.float64) - df["base_entropy"].to_numpy(dtype=np.float64)
-    for arr in (act, prob, ent):
-        arr[same_input] = 0.0
+    for axis, arr in (("Act", act), ("Prob", prob), ("Ent", ent)):
+        arr[same_input] = 0.0 if observable[axis] else np.nan
 
     needs_text = ~same_text & ~is_base
     idx = np.flatnonzero(needs_text)
-    bleu = np.zeros(n, dtype=np.float64)
+    bleu_delta = np.zeros(n, dtype=np.float64)
     bert = np.zeros(n, dtype=np.float64)
     for i in idx:
-        bleu[i] = _bleu_delta(r_v[i], r_0[i])
+        bleu_delta[i] = _bleu_delta(r_v[i], r_0[i], bleu)
     if len(idx):
         f1 = np.asarray(bert_f1([r_v[i] for i in idx], [r_0[i] for i in idx]), dtype=np.float64)
         if f1.shape != (len(idx),):
             raise ValueError(f"bert_f1 returned shape {f1.shape} for {len(idx)} pairs; expected ({len(idx)},)")
-        bert[idx] = f1 - 1.0
+        bert[idx] = f1 - 1.0 if bert_b is None else rescaled_bert_delta(f1, bert_b)
 
     mr = np.zeros(n, dtype=np.float64)
     fam, kind, strength = df["family"].tolist(), df["kind"].tolist(), df["strength"].tolist()
@@ -205,7 +318,7 @@ def score_axes(
     keep = np.ones(n, dtype=bool)
     if structural_baseline == "rewrite":
         rows, anchors, is_anchor = _anchor_rows(df)
-        for arr in (act, bleu, bert, prob, ent, mr):
+        for arr in (act, bleu_delta, bert, prob, ent, mr):
             arr[rows] = arr[rows] - arr[anchors]
         flipped[rows] = [r_v[i].strip() != r_v[j].strip() for i, j in zip(rows, anchors)]
         keep[is_anchor] = False
@@ -213,7 +326,7 @@ def score_axes(
         raise ValueError(f"structural_baseline must be one of {BASELINES}, got {structural_baseline!r}")
 
     out = df[META_COLUMNS].copy()
-    out["Act"], out["BLEU"], out["BERT"] = act, bleu, bert
+    out["Act"], out["BLEU"], out["BERT"] = act, bleu_delta, bert
     out["Prob"], out["Ent"], out["MR"] = prob, ent, mr
     out["flipped"] = flipped
     return out.loc[keep, OUTPUT_COLUMNS].reset_index(drop=True)
@@ -243,19 +356,36 @@ def _anchor_rows(df: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return rows, np.asarray(found, dtype=np.int64), is_anchor
 
 
-def check_ranges(deltas: pd.DataFrame, tol: float = 1e-6) -> list[str]:
+def unobservable_axes(deltas: pd.DataFrame) -> list[str]:
+    """The axes of ``deltas`` that are NaN on every row (none for an empty table)."""
+    if deltas.empty:
+        return []
+    return [a for a in AXES if deltas[a].isna().all()]
+
+
+def check_ranges(deltas: pd.DataFrame, tol: float = 1e-6, bleu: str = "sentence", bert_scale: str = "raw") -> list[str]:
     """Sanity violations in a :func:`score_axes` table, one message per (variant, axis).
 
-    Flags: Act outside [-2, 0]; BLEU outside [-100, 0]; BERT above 0; any axis NaN; any axis
-    non-zero on a baseline row. Range bounds allow ``tol`` of floating point slack; baseline rows
-    must be exactly 0. Returns an empty list when everything is in range.
+    Flags: Act outside [-2, 0]; BLEU outside [-100, 0] (``sentence``) or [-100, 100]
+    (``corpus``, whose delta is positive against a reference of under 4 tokens); BERT above 0,
+    or outside [-1, 0] when ``rescaled``; any axis NaN, unless it is NaN on every row (an
+    unobservable axis, see :func:`unobservable_axes`); any axis non-zero on a baseline row.
+    Range bounds allow ``tol`` of floating point slack; baseline rows must be exactly 0.
+    Returns an empty list when everything is in range.
     """
     _require(deltas, ["variant_id", "family", *AXES], "deltas")
-    bounds = {"Act": (-2.0, 0.0), "BLEU": (-100.0, 0.0), "BERT": (-np.inf, 0.0)}
+    bounds = {
+        "Act": (-2.0, 0.0),
+        "BLEU": (-100.0, 100.0 if bleu == "corpus" else 0.0),
+        "BERT": (-1.0 if bert_scale == "rescaled" else -np.inf, 0.0),
+    }
     ids = deltas["variant_id"].astype(str).to_numpy()
     is_base = (deltas["family"] == "baseline").to_numpy()
+    missing = set(unobservable_axes(deltas))
     problems: list[str] = []
     for axis in AXES:
+        if axis in missing:
+            continue
         v = deltas[axis].to_numpy(dtype=np.float64)
         for i in np.flatnonzero(np.isnan(v)):
             problems.append(f"variant_id={ids[i]} axis={axis}: value is NaN")

@@ -17,8 +17,11 @@ The pipeline is
 5. :func:`breakdown` gives the RMS per variant family / kind / position / strength.
 
 Baseline rows (``family == "baseline"``) are the reference itself, not variants: they are
-excluded from every statistic. Missing axis values (NaN) are skipped, axis by axis; a prompt
-whose values on an axis are all missing gets NaN on that axis.
+excluded from every statistic. An axis that a source cannot observe (an API model has no
+activations) is missing (NaN) on every row of its (model, dataset): it stays NaN through the
+per-prompt RMS, the SGS and the t-tests (``n`` = 0, no marker), and the other axes are computed
+as usual; :func:`unobservable_axes` lists such cells. An axis missing on some rows of a
+(model, dataset) only is an error naming them (:func:`prompt_instability`).
 """
 
 from __future__ import annotations
@@ -119,6 +122,36 @@ def normalise(deltas: pd.DataFrame, R: Mapping[str, float] = DEFAULT_R) -> pd.Da
     return out
 
 
+def unobservable_axes(deltas: pd.DataFrame) -> pd.DataFrame:
+    """Per (model, dataset), the axes missing (NaN) on every one of its rows.
+
+    Columns: model, dataset, axis (one row per unobservable axis, in :data:`AXES` order; none
+    when every axis is observed). Raises ValueError naming the rows when an axis is missing on
+    some rows of a (model, dataset) only.
+    """
+    what = "unobservable_axes(deltas)"
+    keys = ["model", "dataset"]
+    require_columns(deltas, [*keys, *AXES], what)
+    _require_no_na(deltas, keys, what)
+    values = _numeric_axes(deltas, what)
+    rows = []
+    for key, group in values.groupby(keys, sort=True):
+        for axis in AXES:
+            miss = group[axis].isna()
+            if miss.all():
+                rows.append({"model": key[0], "dataset": key[1], "axis": axis})
+            elif miss.any():
+                bad = group.loc[miss]
+                name = "variant_id" if "variant_id" in bad.columns else "prompt_id"
+                shown = sorted(map(str, bad[name]))[:10] if name in bad.columns else list(bad.index[:10])
+                raise ValueError(
+                    f"{what}: axis '{axis}' is missing on {int(miss.sum())} of {len(group)} rows of model "
+                    f"{key[0]!r}, dataset {key[1]!r} ({name}s {shown}); an axis must be observed on every "
+                    "row of a model x dataset or on none"
+                )
+    return pd.DataFrame(rows, columns=["model", "dataset", "axis"])
+
+
 def prompt_instability(normalised: pd.DataFrame) -> pd.DataFrame:
     """Per (model, dataset, prompt_id): the RMS of each axis over the prompt's variants.
 
@@ -131,6 +164,7 @@ def prompt_instability(normalised: pd.DataFrame) -> pd.DataFrame:
     what = "prompt_instability(normalised)"
     require_columns(normalised, [*PROMPT_KEYS, "family", "flipped", *AXES], what)
     _require_no_na(normalised, PROMPT_KEYS, what)
+    unobservable_axes(normalised)
     variants = _numeric_axes(_variants(normalised, what), what)
     keys = list(PROMPT_KEYS)
     columns = [*keys, *AXES, "n_variants", "flip_rate"]
@@ -230,15 +264,27 @@ def _eps_list(eps_values: float | Iterable[float]) -> list[float]:
 def one_sided_ttest(sample: Sequence[float] | np.ndarray, eps: float) -> tuple[float, float, float, int]:
     """``(mean, t, p, n)`` of the test of H1: mean > ``eps`` on ``sample`` (NaN values dropped).
 
-    Uses ``scipy.stats.ttest_1samp(x, eps, alternative="greater")``. With fewer than two
-    values, or with all values equal (zero variance), the t statistic is undefined: ``t``
-    and ``p`` are NaN (``mean`` is still given, NaN for an empty sample).
+    Uses ``scipy.stats.ttest_1samp(x, eps, alternative="greater")``, as the method does. With
+    fewer than two values the test is undefined: ``t`` and ``p`` are NaN (``mean`` is NaN for an
+    empty sample), as in the method. A constant sample (all values equal, zero variance) is
+    decided by its value ``c``: ``c > eps`` gives t = +inf, p = 0; ``c < eps`` gives t = -inf,
+    p = 1; ``c == eps`` gives t = NaN (0 / 0), p = 1. These are the limits scipy reaches
+    (scipy gives p = 0 or 1 for such samples too, but from a mean rounded in floating point:
+    ``[0.05] * 3`` against 0.05 gives it p = 0.146), so every prompt unstable by the same amount
+    keeps its significance marker.
     """
     x = np.asarray(sample, dtype=float)
     x = x[~np.isnan(x)]
     n = int(x.size)
+    if n and np.all(x == x[0]):
+        c = float(x[0])
+        if n < 2:
+            return c, float("nan"), float("nan"), n
+        if c > eps:
+            return c, float("inf"), 0.0, n
+        return c, (float("-inf") if c < eps else float("nan")), 1.0, n
     mean = float(x.mean()) if n else float("nan")
-    if n < 2 or np.all(x == x[0]):
+    if n < 2:
         return mean, float("nan"), float("nan"), n
     res = _sps.ttest_1samp(x, eps, alternative="greater")
     return mean, float(res.statistic), float(res.pvalue), n
@@ -258,8 +304,8 @@ def ttests(
 
     Returns a long table with columns ``*by, axis, eps, mean, t, p, n, marker``; ``marker``
     is :func:`significance_marker` of ``p``. When a group has fewer than two values on an
-    axis, or they are all equal, the test is undefined: ``t`` and ``p`` are NaN and
-    ``marker`` is ``""`` (no error is raised).
+    axis (an unobservable axis has none), the test is undefined: ``t`` and ``p`` are NaN and
+    ``marker`` is ``""`` (no error is raised). All values equal: see :func:`one_sided_ttest`.
     """
     what = "ttests(per_prompt)"
     if isinstance(by, str):

@@ -308,10 +308,18 @@ def score_axes(
     structural_baseline: str = "rewrite",
     judge_dir: str | None = None,
     judge_batch_size: int = 16,
+    bleu: str = "sentence",
+    bert_scale: str = "raw",
+    bert_baseline: float | str = "auto",
+    seed: int = 0,
 ) -> None:
     """The six signed axis deltas for every variant (see :mod:`shiftwork.stability.axes`); with
     ``judge_dir``, a prepared model judges register and form mirroring pairwise, and every judged
-    pair is written to ``out_judgments`` (an empty table without a judge)."""
+    pair is written to ``out_judgments`` (an empty table without a judge). ``bleu`` is the BLEU
+    definition; ``bert_scale`` ``rescaled`` puts the BERT axis on the (F1 - b) / (1 - b) scale,
+    b from ``bert_baseline`` (a number, or ``auto``: mismatched baseline replies, ``seed``)."""
+    from shiftwork.encoders import Encoder
+    from shiftwork.stability import axes as axes_mod
     from shiftwork.stability.axes import check_ranges
     from shiftwork.stability.axes import score_axes as axis_deltas
     from shiftwork.stability.judge import judge_pairs, local_completer
@@ -335,18 +343,39 @@ def score_axes(
             judged.append(table)
             return table["verdict"].to_numpy()
 
-    deltas = axis_deltas(gens, probes, bert_f1, judge_fn, structural_baseline)
-    problems = check_ranges(deltas)
+    if bert_scale not in axes_mod.BERT_SCALES:
+        raise ValueError(f"stability.axes.bert_scale must be one of {list(axes_mod.BERT_SCALES)}, got {bert_scale!r}")
+    rescale = axes_mod.bert_baseline(gens, bert_f1, bert_baseline, seed) if bert_scale == "rescaled" else None
+    deltas = axis_deltas(
+        gens,
+        probes,
+        bert_f1,
+        judge_fn,
+        structural_baseline,
+        bleu=bleu,
+        bert_b=rescale["b"] if rescale else None,
+    )
+    problems = check_ranges(deltas, bleu=bleu, bert_scale=bert_scale)
     if problems:
         raise ValueError(f"{generations_path}: axis values out of range:\n  " + "\n  ".join(problems[:20]))
     judge_name = read_info(judge_dir)["name"] if judge_dir else None
+    settings = {
+        "encoder": encoder_name,
+        "judge": judge_name,
+        "structural_baseline": structural_baseline,
+        "bleu": bleu,
+        "bert_scale": bert_scale,
+    }
+    extra: dict[str, Any] = {"unobservable_axes": axes_mod.unobservable_axes(deltas)}
+    if rescale:  # b, how it was found, and how many replies the clip at 0 set to -1
+        settings |= {"bert_baseline": bert_baseline, "seed": seed}
+        extra["bert_rescale"] = rescale | {"n_at_floor": int((deltas["BERT"] == -1.0).sum())}
     judgments = judged[0] if judged else pd.DataFrame(columns=["variant_id", "verdict", "parsed"])
     judgments.insert(0, "model", model)
     judgments.insert(1, "dataset", str(gens["dataset"].iloc[0]) if len(gens) else "")
     judgments["judge"] = judge_name
-    settings = {"encoder": encoder_name, "judge": judge_name, "structural_baseline": structural_baseline}
     write_table(judgments, out_judgments, make_provenance("score_axes", settings, model=model))
-    write_table(deltas, out, make_provenance("score_axes", settings, model=model))
+    write_table(deltas, out, make_provenance("score_axes", settings, model=model, extra=extra))
     if judged:
         LOGGER.info(
             "judge %s: %d pairs, %d YES, %d answers without YES/NO (counted NO)",
@@ -402,7 +431,8 @@ def aggregate_stability(
     deltas = pd.concat([read_table(p) for p in delta_paths], ignore_index=True)
     normalised = stats.normalise(deltas, R)
     per_prompt = stats.prompt_instability(normalised)
-    prov = make_provenance("aggregate", {"R": dict(R), "eps": list(eps)})
+    unobservable = stats.unobservable_axes(deltas).to_dict("records")
+    prov = make_provenance("aggregate", {"R": dict(R), "eps": list(eps)}, extra={"unobservable_axes": unobservable})
     write_table(per_prompt, outs["per_prompt"], prov)
     write_table(stats.dataset_sgs(per_prompt), outs["dataset_sgs"], prov)
     write_table(stats.total_sgs(per_prompt), outs["total_sgs"], prov)
