@@ -51,6 +51,23 @@ def test_register_strength_outside_levels(default_config):
     assert "expected one of" in msg
 
 
+def test_noise_style_and_marks(default_config):
+    cfg = copy.deepcopy(default_config)
+    noise = cfg["stability"]["variants"]["noise"]
+    assert noise["style"] == "method"
+    del noise["style"]
+    assert with_defaults(cfg)["stability"]["variants"]["noise"]["style"] == "method"
+    noise["style"] = "thirds"
+    msg = errors_of(cfg)
+    assert "stability.variants.noise.style" in msg and "expected one of" in msg
+    noise["style"] = "region"
+    for bad in ("?!", ". ", ".a", "1", ""):
+        noise["marks"] = bad
+        assert "stability.variants.noise.marks" in errors_of(cfg)
+    noise["marks"] = ".,!'()[];:-"
+    check_config(cfg)
+
+
 @pytest.mark.parametrize(
     "path, value, key, word",
     [

@@ -6,8 +6,25 @@ from collections.abc import Mapping
 
 import pandas as pd
 
+UNCHANGED_FAMILIES = ("register", "noise")
 
-def gate_overview(summary: pd.DataFrame, dropped: pd.DataFrame, n_prompts: Mapping[str, int]) -> pd.DataFrame:
+
+def unchanged_columns() -> list[str]:
+    """The overview's counts of variants that came out equal to their prompt, per family."""
+    return [f"{family}_unchanged_{what}" for family in UNCHANGED_FAMILIES for what in ("redrawn", "dropped")]
+
+
+def gate_overview(
+    summary: pd.DataFrame,
+    dropped: pd.DataFrame,
+    n_prompts: Mapping[str, int],
+    unchanged: Mapping[str, Mapping[str, Mapping[str, int]]] | None = None,
+) -> pd.DataFrame:
+    """One row per dataset: prompts kept and dropped by the gate, the gate's settings, the mean F1
+    per family and, from ``unchanged`` (dataset -> family -> {"redrawn", "dropped"}, the variants
+    table's provenance), how many register/noise variants equalled their prompt and were drawn
+    again (``<family>_unchanged_redrawn``) or left out (``<family>_unchanged_dropped``)."""
+    unchanged = unchanged or {}
     rows = []
     for dataset, n in sorted(n_prompts.items()):
         s = summary[summary["dataset"] == dataset]
@@ -21,6 +38,10 @@ def gate_overview(summary: pd.DataFrame, dropped: pd.DataFrame, n_prompts: Mappi
             "scale": s["scale"].iloc[0] if len(s) else "",
             "threshold": float(s["threshold"].iloc[0]) if len(s) else float("nan"),
         }
+        counts = unchanged.get(dataset, {})
+        for family in UNCHANGED_FAMILIES:
+            for what in ("redrawn", "dropped"):
+                row[f"{family}_unchanged_{what}"] = int(counts.get(family, {}).get(what, 0))
         for family, g in s.groupby("family"):
             row[f"mean_f1_{family}"] = float((g["mean_f1"] * g["n"]).sum() / g["n"].sum())
         rows.append(row)
@@ -46,7 +67,8 @@ def gate_markdown(overview: pd.DataFrame, summary: pd.DataFrame, dropped: pd.Dat
             "register or structural variants falls under the threshold; surface noise is exempt."
         )
         parts.append("")
-    parts += ["## Prompts kept per dataset", "", _md_table(overview), ""]
+    cols = [c for c in unchanged_columns() if c in overview.columns]
+    parts += ["## Prompts kept per dataset", "", _md_table(overview.drop(columns=cols)), ""]
     by_family = summary.groupby(["family", "kind", "position", "strength"], as_index=False).apply(
         lambda g: pd.Series(
             {
@@ -60,6 +82,17 @@ def gate_markdown(overview: pd.DataFrame, summary: pd.DataFrame, dropped: pd.Dat
     )
     by_family = by_family.astype({"n": int, "n_under": int})
     parts += ["## Mean F1 per family x kind x position x strength", "", _md_table(by_family), ""]
+    if cols:
+        parts += [
+            "## Variants equal to their prompt",
+            "",
+            "A noise variant that came out equal to its prompt (casing on a prompt without lower-case "
+            "letters, say) is drawn again from the same seeded generator a few times, then left out; "
+            "a register variant equal to its prompt is left out. Counts per dataset:",
+            "",
+            _md_table(overview[["dataset", *cols]]),
+            "",
+        ]
     parts += ["## Dropped prompts", ""]
     if len(dropped):
         parts.append(_md_table(dropped[["dataset", "prompt_id", "reason"]]))

@@ -21,7 +21,7 @@ from shiftwork.models.prepare import read_info
 from shiftwork.provenance import make_provenance
 from shiftwork.stability import gate as gate_mod
 from shiftwork.stability.prompts import load_prompts
-from shiftwork.stability.variants.build import build_variants
+from shiftwork.stability.variants.build import build_variants_counted
 from shiftwork.stability.variants.structural import merge_cache, rewrite_requests, run_rewrites
 from shiftwork.tables import TableWriter, read_cache, read_table, write_table, write_text
 
@@ -515,9 +515,10 @@ def make_variants(
 ) -> None:
     prompts = read_table(prompts_path, ["dataset", "prompt_id", "prompt"])
     rewrites = read_table(rewrites_path) if rewrites_path else None
-    table = build_variants(prompts, settings, seed, rewrites)
-    write_table(table, out, make_provenance("make_variants", dict(settings), seed=seed))
-    LOGGER.info("%d variants of %d prompts", len(table), len(prompts))
+    table, unchanged = build_variants_counted(prompts, settings, seed, rewrites)
+    prov = make_provenance("make_variants", dict(settings), seed=seed, extra={"unchanged": unchanged})
+    write_table(table, out, prov)
+    LOGGER.info("%d variants of %d prompts; equal to their prompt: %s", len(table), len(prompts), unchanged)
 
 
 def estimate_gate_baseline(
@@ -605,10 +606,17 @@ def report_gate(
     out_markdown: str,
 ) -> None:
     from shiftwork.stability.gate_report import gate_markdown, gate_overview
+    from shiftwork.tables import read_provenance
 
     summaries = pd.concat([read_table(p) for p in summary_paths], ignore_index=True)
     dropped = pd.concat([read_table(p) for p in dropped_paths], ignore_index=True)
-    n_prompts = {str(v["dataset"].iloc[0]): v["prompt_id"].nunique() for v in map(read_table, variant_paths) if len(v)}
-    overview = gate_overview(summaries, dropped, n_prompts)
+    n_prompts, unchanged = {}, {}
+    for path in variant_paths:
+        v = read_table(path)
+        if len(v):
+            dataset = str(v["dataset"].iloc[0])
+            n_prompts[dataset] = v["prompt_id"].nunique()
+            unchanged[dataset] = read_provenance(path).get("unchanged", {})
+    overview = gate_overview(summaries, dropped, n_prompts, unchanged)
     write_table(overview, out_table, make_provenance("report_gate", {}))
     write_text(gate_markdown(overview, summaries, dropped), out_markdown)
