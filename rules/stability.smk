@@ -87,6 +87,7 @@ rule filter_variants:
         kept="results/stability/filtered/{dataset}.parquet",
         summary="results/stability/gate/{dataset}.summary.parquet",
         dropped="results/stability/gate/{dataset}.dropped.parquet",
+        scores="results/stability/gate/{dataset}.scores.parquet",
     log:
         "logs/filter_variants/{dataset}.log",
     benchmark:
@@ -274,6 +275,7 @@ rule aggregate_stability:
         ttests_model="results/stability/stats/ttests_model.parquet",
         ttests_dataset="results/stability/stats/ttests_dataset.parquet",
         breakdown="results/stability/stats/breakdown.parquet",
+        strength="results/stability/stats/strength.parquet",
     log:
         "logs/aggregate_stability.log",
     conda:
@@ -292,18 +294,29 @@ rule report_stability:
         ttests_model="results/stability/stats/ttests_model.parquet",
         ttests_dataset="results/stability/stats/ttests_dataset.parquet",
         breakdown="results/stability/stats/breakdown.parquet",
+        strength="results/stability/stats/strength.parquet",
+        gate_scores=gate_outputs("scores"),
     output:
         tables=multiext("results/stability/tables/main_table", ".md", ".tex", ".csv")
         + multiext("results/stability/tables/dataset_table", ".md", ".tex", ".csv"),
+        eps_tables=eps_tables(),
+        significance=significance_tables(),
         heatmap_png="results/stability/figures/sgs_heatmap.png",
         heatmap_svg="results/stability/figures/sgs_heatmap.svg",
         family_png="results/stability/figures/family.png",
         family_svg="results/stability/figures/family.svg",
+        radar_png="results/stability/figures/radar.png",
+        radar_svg="results/stability/figures/radar.svg",
+        preservation_png="results/stability/figures/prompt_preservation.png",
+        preservation_svg="results/stability/figures/prompt_preservation.svg",
+        strength_png="results/stability/figures/strength_curves.png",
+        strength_svg="results/stability/figures/strength_curves.svg",
     log:
         "logs/report_stability.log",
     conda:
         "../envs/shiftwork.yaml"
     params:
-        eps=STATISTICS["primary_eps"],
+        eps=STATISTICS["eps"],
+        primary_eps=STATISTICS["primary_eps"],
     script:
         "../scripts/report_stability.py"

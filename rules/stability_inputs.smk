@@ -3,6 +3,7 @@
 import math
 
 from shiftwork.config import uses_rewriter
+from shiftwork.stability.report import SIGNIFICANCE_NAMES, eps_table_names
 
 STABILITY = config["stability"]
 VARIANTS = STABILITY["variants"]
@@ -186,6 +187,17 @@ def rewrite_cache(wildcards):
     )
 
 
+def eps_tables():
+    return [
+        f"results/stability/tables/{name}"
+        for name in eps_table_names(STATISTICS["eps"])
+    ]
+
+
+def significance_tables():
+    return [f"results/stability/tables/{name}" for name in SIGNIFICANCE_NAMES]
+
+
 def stability_targets():
     return [
         "results/stability/gate/report.md",
@@ -194,6 +206,11 @@ def stability_targets():
         "results/stability/figures/sgs_heatmap.png",
         "results/stability/figures/family.png",
         *(["results/stability/judge/sample.md"] if JUDGE else []),
+        *eps_tables(),
+        *significance_tables(),
+        "results/stability/figures/radar.png",
+        "results/stability/figures/prompt_preservation.png",
+        "results/stability/figures/strength_curves.png",
     ]
 
 # A prompt set read from a file is an input, so editing the file reruns its jobs (Snakemake

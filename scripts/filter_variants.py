@@ -14,4 +14,5 @@ with log_to(snakemake.log[0]), claim_gpu():
         snakemake.output.kept,
         snakemake.output.summary,
         snakemake.output.dropped,
+        snakemake.output.scores,
     )

@@ -218,3 +218,312 @@ def test_figures_close_after_saving(tmp_path):
     rep.heatmap(make_total(), tmp_path / "a.png", tmp_path / "a.svg")
     rep.family_plot(_breakdown(), tmp_path / "b.png", tmp_path / "b.svg")
     assert len(plt.get_fignums()) == before
+
+
+# --------------------------------------------------------------------------- all eps, significance counts
+
+
+def _tests_rows(rows: list[tuple], by: list[str]) -> pd.DataFrame:
+    """Tests rows from (*by, axis, eps, p, n) tuples."""
+    out = pd.DataFrame(rows, columns=[*by, "axis", "eps", "p", "n"])
+    out["marker"] = [stats.significance_marker(p) for p in out["p"]]
+    return out
+
+
+def _closed_total() -> pd.DataFrame:
+    """Two models; "api" (a closed model) observes neither Act nor Prob."""
+    total = make_total()
+    total.loc[1, "model"] = "api"
+    total.loc[1, ["Act", "Prob"]] = np.nan
+    return total
+
+
+def _closed_tests(total: pd.DataFrame) -> pd.DataFrame:
+    rows = []
+    for _, r in total.iterrows():
+        for a in AXES:
+            for e in (0.01, 0.05):
+                observed = np.isfinite(r[a])
+                p = 0.5 if not observed else (0.0005 if e == 0.01 else 0.02)
+                rows.append((r["model"], a, e, p if observed else np.nan, 10 if observed else 0))
+    return _tests_rows(rows, ["model"])
+
+
+def test_significance_counts_by_hand():
+    # model m1: Act p=0.0005 (***), BLEU p=0.004 (**), BERT p=0.03 (*), Prob p=0.2, Ent undefined
+    # (p NaN, n=1: a cell, not significant), MR not observed (n=0: no cell). Model m2: Act p=0.001
+    # (**: 0.001 is not < 0.001), the rest not observed.
+    rows = [
+        ("m1", "Act", 0.05, 0.0005, 10),
+        ("m1", "BLEU", 0.05, 0.004, 10),
+        ("m1", "BERT", 0.05, 0.03, 10),
+        ("m1", "Prob", 0.05, 0.2, 10),
+        ("m1", "Ent", 0.05, np.nan, 1),
+        ("m1", "MR", 0.05, np.nan, 0),
+        ("m2", "Act", 0.05, 0.001, 10),
+        ("m2", "BLEU", 0.05, np.nan, 0),
+    ]
+    counts = stats.significance_counts(_tests_rows(rows, ["model"]), "model").set_index("model")
+    assert counts.loc["m1", ["n_cells", "n_p05", "n_p01", "n_p001"]].tolist() == [5, 3, 2, 1]
+    assert counts.loc["m2", ["n_cells", "n_p05", "n_p01", "n_p001"]].tolist() == [1, 1, 1, 0]
+    assert counts.loc["all", ["n_cells", "n_p05", "n_p01", "n_p001"]].tolist() == [6, 4, 3, 1]
+    by_axis = stats.significance_counts(_tests_rows(rows, ["model"]), "axis").set_index("axis")
+    assert by_axis.loc["Act", ["n_cells", "n_p05", "n_p01", "n_p001"]].tolist() == [2, 2, 2, 1]
+    assert by_axis.loc["MR", "n_cells"] == 0  # observed by no model
+
+
+def test_significance_table_per_model_eps_and_overall():
+    total = _closed_total()
+    tests_total = _closed_tests(total)
+    per = pd.DataFrame({"model": ["model_a", "model_a", "api"], "dataset": ["d1", "d2", "d1"]})
+    tests_ds = _tests_rows(
+        [
+            (
+                m,
+                d,
+                a,
+                e,
+                0.02 if not (m == "api" and a in ("Act", "Prob")) else np.nan,
+                0 if m == "api" and a in ("Act", "Prob") else 5,
+            )
+            for m, d in zip(per["model"], per["dataset"])
+            for a in AXES
+            for e in (0.01, 0.05)
+        ],
+        ["model", "dataset"],
+    )
+    table = rep.significance_table(tests_total, tests_ds)
+    row = lambda m, c, e: table[(table["model"] == m) & (table["cells"] == c) & np.isclose(table["eps"], e)].iloc[0]  # noqa: E731
+    # model_a: 6 axes observed, at eps 0.01 all p = 0.0005; at 0.05 all p = 0.02
+    assert row("model_a", "total", 0.01)[["n_cells", "n_p05", "n_p01", "n_p001"]].tolist() == [6, 6, 6, 6]
+    assert row("model_a", "total", 0.05)[["n_cells", "n_p05", "n_p01", "n_p001"]].tolist() == [6, 6, 0, 0]
+    # api observes 4 axes; its missing Act and Prob are no cells
+    assert row("api", "total", 0.05)["n_cells"] == 4
+    assert row("all", "total", 0.05)[["n_cells", "n_p05"]].tolist() == [10, 10]
+    # per-dataset cells: model_a 2 datasets x 6 axes, api 1 x 4
+    assert row("model_a", "dataset", 0.05)[["n_cells", "n_p05"]].tolist() == [12, 12]
+    assert row("all", "dataset", 0.01)[["n_cells", "n_p05", "n_p01"]].tolist() == [16, 16, 0]
+    assert list(table["model"].drop_duplicates()) == ["api", "model_a", "all"]
+    display = rep.significance_display(table).set_index("model")
+    assert display.loc["api", "eps 0.05, total"] == "4 / 0 / 0 of 4"
+    assert display.loc["all", "eps 0.01, per dataset"] == "16 / 0 / 0 of 16"
+
+
+def test_eps_tables_every_eps_with_na_for_unobserved_axis(tmp_path):
+    from shiftwork.tables import read_provenance, read_table
+
+    total = _closed_total()
+    tests_total = _closed_tests(total)
+    per = total.assign(dataset="d1")[["model", "dataset", *AXES, "n_prompts"]]
+    tests_ds = tests_total.assign(dataset="d1")
+    paths = rep.write_eps_tables(total, per, tests_total, tests_ds, tmp_path, [0.01, 0.05], {"step": "test"})
+    assert set(paths) == set(rep.eps_table_names([0.01, 0.05]))
+    md_01 = (tmp_path / "main_table_eps0.01.md").read_text()
+    md_05 = (tmp_path / "main_table_eps0.05.md").read_text()
+    # model_a Act = 0.1: p = 0.0005 at eps 0.01 (***), 0.02 at eps 0.05 (*)
+    assert "| model_a | 0.100*** |" in md_01
+    assert "| model_a | 0.100* |" in md_05
+    assert "| api | n/a | 0.100* | 0.150* | n/a |" in md_05  # BLEU 0.05 x 2, BERT 0.05 x 3
+    assert "n/a" in (tmp_path / "dataset_table_eps0.01.tex").read_text()
+    numeric = read_table(tmp_path / "main_table_eps0.05.parquet")
+    assert numeric["eps"].tolist() == [0.05, 0.05]
+    assert np.isnan(numeric.set_index("model").loc["api", "Act"])  # missing stays missing, not 0
+    assert read_provenance(tmp_path / "main_table_eps0.05.parquet") == {"step": "test"}
+    assert not [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_write_significance_tables(tmp_path):
+    from shiftwork.tables import read_table
+
+    total = _closed_total()
+    tests_total = _closed_tests(total)
+    paths = rep.write_significance_tables(tests_total, tests_total.assign(dataset="d1"), tmp_path, {"step": "t"})
+    assert set(paths) == set(rep.SIGNIFICANCE_NAMES)
+    by_axis = read_table(tmp_path / "significance_by_axis.parquet")
+    act = by_axis[(by_axis["axis"] == "Act") & np.isclose(by_axis["eps"], 0.05)].iloc[0]
+    assert act[["n_cells", "n_p05"]].tolist() == [1, 1]  # only model_a observes Act
+    md = (tmp_path / "significance_by_axis.md").read_text()
+    assert "| Act | 1 / 1 / 1 of 1 | 1 / 0 / 0 of 1 |" in md
+    assert "| BLEU | 2 / 2 / 2 of 2 | 2 / 0 / 0 of 2 |" in md
+    assert "| all | 10 / 10 / 10 of 10 | 10 / 0 / 0 of 10 |" in md
+
+
+# --------------------------------------------------------------------------- radar
+
+
+def test_radar_data_normalises_per_axis_and_keeps_missing():
+    from shiftwork.stability import figures as fig
+
+    total = _closed_total()  # model_a: Act 0.1, BLEU 0.2, ...; api: half of those, no Act/Prob
+    per = pd.DataFrame(
+        {
+            "model": ["model_a", "model_a"],
+            "dataset": ["d1", "d2"],
+            **{a: [0.05, 0.4] for a in AXES},
+            "n_prompts": [5, 5],
+        }
+    )
+    data = fig.radar_data(total, per)
+    over = data[data["panel"] == fig.OVERVIEW].set_index(["polygon", "axis"])["norm"]
+    # Act: largest value in the figure is d2's 0.4, so model_a's 0.1 -> 0.25
+    assert over[("model_a", "Act")] == pytest.approx(0.25)
+    # MR: model_a 0.6 is the largest (d2 0.4), api 0.3 -> 0.5
+    assert over[("model_a", "MR")] == pytest.approx(1.0)
+    assert over[("api", "MR")] == pytest.approx(0.5)
+    assert np.isnan(over[("api", "Act")]) and np.isnan(over[("api", "Prob")])  # skipped, not 0
+    panel_a = data[data["panel"] == "model_a"]
+    assert list(pd.unique(panel_a["polygon"])) == ["d1", "d2", fig.TOTAL]
+    assert panel_a.set_index(["polygon", "axis"]).loc[("d2", "Act"), "norm"] == pytest.approx(1.0)
+    assert set(data["panel"]) == {fig.OVERVIEW, "model_a", "api"}
+
+
+def test_radar_polygon_skips_missing_spokes():
+    from shiftwork.stability import figures as fig
+
+    a, r = fig.radar_polygon([np.nan, 0.5, 1.0, np.nan, 0.25, 0.0])
+    step = 2 * np.pi / 6
+    assert a.tolist() == pytest.approx([1 * step, 2 * step, 4 * step, 5 * step, 1 * step])  # closed
+    assert r.tolist() == [0.5, 1.0, 0.25, 0.0, 0.5]
+    assert 0.0 not in a.tolist()[:-1]  # the Act spoke (angle 0) is not drawn
+    empty = fig.radar_polygon([np.nan] * 6)
+    assert len(empty[0]) == 0 and len(empty[1]) == 0
+
+
+def test_radar_plot_writes_png_and_svg(tmp_path):
+    from shiftwork.stability import figures as fig
+
+    total = _closed_total()
+    per = total.assign(dataset="d1")[["model", "dataset", *AXES, "n_prompts"]]
+    png, svg = tmp_path / "radar.png", tmp_path / "radar.svg"
+    fig.radar_plot(total, per, png, svg)
+    _assert_figure_files(png, svg)
+    assert "n/a" in svg.read_text()  # the spokes api lacks are labelled n/a
+
+
+# --------------------------------------------------------------------------- preservation
+
+
+def _scores() -> pd.DataFrame:
+    rows = [
+        # prompt, family, kind, position, strength, f1, gate_score, kept
+        ("p1", "register", "register", "global", -10.0, 0.95, 0.50, True),
+        ("p1", "register", "register", "global", 10.0, 0.93, 0.40, True),
+        ("p2", "register", "register", "global", -10.0, 0.80, 0.05, False),
+        ("p2", "register", "register", "global", 10.0, 0.90, 0.30, False),
+        ("p1", "noise", "spacing", "global", 4.0, 0.70, -0.20, True),
+        ("p1", "baseline", "baseline", "none", 0.0, 1.0, 1.0, True),
+        ("p2", "structural", "length", "global", 2.0, 0.90, 0.20, False),
+    ]
+    out = pd.DataFrame(
+        rows, columns=["prompt_id", "family", "kind", "position", "strength", "f1", "gate_score", "kept"]
+    )
+    return out.assign(
+        dataset="d1", variant_id=[f"v{i}" for i in range(len(out))], threshold=0.11, scale="rescaled", b=0.2
+    )
+
+
+def test_variant_scores_marks_kept_prompts():
+    from shiftwork.stability import gate
+
+    scored = _scores().drop(columns=["kept"])
+    kept, dropped = gate.apply_gate(scored, 0.11)
+    assert dropped["prompt_id"].tolist() == ["p2"]  # register at 0.05 < 0.11; p1's noise -0.2 is exempt
+    scores = gate.variant_scores(scored, dropped)
+    assert "baseline" not in set(scores["family"])
+    assert scores.groupby("prompt_id")["kept"].all().to_dict() == {"p1": True, "p2": False}
+
+
+def test_preservation_data_status_and_threshold():
+    from shiftwork.stability import figures as fig
+
+    data = fig.preservation_data(_scores())
+    assert len(data) == 6  # the baseline row is left out
+    assert list(data["family"]) == ["register"] * 4 + ["noise", "structural"]
+    assert data["status"].tolist().count("dropped") == 3
+    assert data.loc[data["gate_score"] == 0.05, "under"].item()
+    assert data.loc[data["gate_score"] == -0.20, ["under", "gated"]].values.tolist() == [[True, False]]
+    assert not data.loc[data["gate_score"] == 0.30, "under"].item()
+    with pytest.raises(ValueError, match="threshold"):
+        fig.preservation_data(pd.concat([_scores(), _scores().assign(threshold=0.85, scale="raw")]))
+
+
+def test_preservation_plot_writes_png_and_svg(tmp_path):
+    from shiftwork.stability import figures as fig
+
+    png, svg = tmp_path / "pres.png", tmp_path / "pres.svg"
+    fig.preservation_plot(_scores(), png, svg)
+    _assert_figure_files(png, svg)
+
+
+# --------------------------------------------------------------------------- strength curves
+
+
+def _strength_deltas() -> pd.DataFrame:
+    """Model m, register at strengths -10 and 10 for prompts p1, p2 (two datasets); Act and Prob
+    missing (NaN) throughout, as for a closed model. Values are already normalised (R = 1)."""
+    rows = []
+    values = {  # (prompt, strength) -> BLEU, BERT, Ent, MR
+        ("p1", -10.0): (0.3, 0.4, 0.0, 0.0),
+        ("p2", -10.0): (0.1, 0.2, 0.0, 1.0),
+        ("p1", 10.0): (0.6, 0.0, 0.0, 0.0),
+        ("p2", 10.0): (0.0, 0.0, 0.0, 0.0),
+    }
+    for (pid, s), (bleu, bert, ent, mr) in values.items():
+        rows.append(
+            {
+                "model": "m",
+                "dataset": "d1" if pid == "p1" else "d2",
+                "prompt_id": pid,
+                "variant_id": f"{pid}{s}",
+                "family": "register",
+                "kind": "register",
+                "position": "global",
+                "strength": s,
+                "Act": np.nan,
+                "BLEU": bleu,
+                "BERT": bert,
+                "Prob": np.nan,
+                "Ent": ent,
+                "MR": mr,
+                "flipped": True,
+            }
+        )
+    base = [dict(rows[0], variant_id="b1", family="baseline", strength=0.0, BLEU=9.0)]
+    return pd.DataFrame(rows + base)
+
+
+def test_strength_curves_by_hand():
+    curves = stats.strength_curves(_strength_deltas())
+    at = curves.set_index(["strength", "axis"])
+    # BLEU at -10: prompts 0.3 and 0.1 -> mean 0.2, sd sqrt(0.02) = 0.1414, sem 0.1
+    assert at.loc[(-10.0, "BLEU"), "mean"] == pytest.approx(0.2)
+    assert at.loc[(-10.0, "BLEU"), "sd"] == pytest.approx(math.sqrt(0.02))
+    assert at.loc[(-10.0, "BLEU"), "sem"] == pytest.approx(0.1)
+    assert at.loc[(-10.0, "BLEU"), "n_prompts"] == 2
+    # Act is never observed: NaN with no prompts, never 0
+    assert np.isnan(at.loc[(10.0, "Act"), "mean"]) and at.loc[(10.0, "Act"), "n_prompts"] == 0
+    # pooled = per prompt the mean of its 4 observed axes: p1 (0.3+0.4)/4 = 0.175, p2 (0.1+0.2+1)/4 = 0.325
+    assert at.loc[(-10.0, "pooled"), "mean"] == pytest.approx(0.25)
+    assert at.loc[(10.0, "pooled"), "mean"] == pytest.approx(0.075)  # p1 0.15, p2 0
+    assert list(curves["axis"].drop_duplicates()) == [*AXES, "pooled"]
+    assert 0.0 not in set(curves["strength"])  # the baseline row is no variant
+
+
+def test_strength_plot_data_drops_missing_axes():
+    from shiftwork.stability import figures as fig
+
+    curves = stats.strength_curves(_strength_deltas())
+    data = fig.strength_plot_data(curves)
+    assert list(data["axis"].drop_duplicates()) == ["pooled", "BLEU", "BERT", "Ent", "MR"]  # no Act, Prob
+    assert set(data["panel"]) == {"register: register"}
+    pooled = data[data["axis"] == "pooled"]
+    assert pooled["strength"].tolist() == [-10.0, 10.0]
+    assert pooled["mean"].tolist() == pytest.approx([0.25, 0.075])
+
+
+def test_strength_plot_writes_png_and_svg(tmp_path):
+    from shiftwork.stability import figures as fig
+
+    png, svg = tmp_path / "strength.png", tmp_path / "strength.svg"
+    fig.strength_plot(stats.strength_curves(_strength_deltas()), png, svg)
+    _assert_figure_files(png, svg)

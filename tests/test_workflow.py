@@ -233,8 +233,19 @@ def test_stability_values(run_dir):
         assert t["t"] == pytest.approx(ref.statistic) and t["p"] == pytest.approx(ref.pvalue)
     table = (res / "tables/main_table.md").read_text()
     assert "smollm2-135m-instruct" in table and f"{total['Act']:.3f}" in table
-    for name in ["sgs_heatmap.png", "sgs_heatmap.svg", "family.png", "family.svg"]:
-        assert (res / "figures" / name).stat().st_size > 1000
+    for name in ["sgs_heatmap", "family", "radar", "prompt_preservation", "strength_curves"]:
+        for ext in ("png", "svg"):
+            assert (res / "figures" / f"{name}.{ext}").stat().st_size > 1000
+    for eps in ("0.01", "0.05", "0.1"):  # the tables at every eps, numbers as in the total
+        numeric = pd.read_parquet(res / f"tables/main_table_eps{eps}.parquet")
+        assert numeric.loc[0, "Act"] == pytest.approx(total["Act"]) and numeric["eps"].iloc[0] == float(eps)
+    counts = pd.read_parquet(res / "tables/significance_counts.parquet")
+    overall = counts[(counts["model"] == "all") & (counts["cells"] == "total") & np.isclose(counts["eps"], 0.05)]
+    assert overall["n_p05"].item() == int((tests.loc[np.isclose(tests["eps"], 0.05), "p"] < 0.05).sum())
+    scores = pd.read_parquet(res / "gate/tiny.scores.parquet")
+    assert sorted(scores.loc[scores["kept"], "variant_id"]) == sorted(
+        kept.loc[kept["family"] != "baseline", "variant_id"]
+    )
 
 
 @pytest.mark.workflow

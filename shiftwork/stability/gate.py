@@ -112,3 +112,19 @@ def gate_summary(variants: pd.DataFrame, threshold: float) -> pd.DataFrame:
         n_under=("gate_score", lambda s: int((s < threshold).sum())),
     ).reset_index()
     return out
+
+
+SCORE_COLUMNS = ["prompt_id", "variant_id", "family", "kind", "position", "strength", "f1", "gate_score"]
+
+
+def variant_scores(scored: pd.DataFrame, dropped: pd.DataFrame) -> pd.DataFrame:
+    """Every variant's gate score with whether its prompt was kept: the data behind the
+    preservation figure. ``scored`` holds the variants with ``f1`` and ``gate_score`` (baseline
+    rows are left out), ``dropped`` is :func:`apply_gate`'s second table. Columns:
+    :data:`SCORE_COLUMNS` then ``kept``."""
+    missing = set(SCORE_COLUMNS) - set(scored.columns)
+    if missing:
+        raise ValueError(f"scored variants table lacks columns {sorted(missing)}")
+    out = scored.loc[scored["family"] != "baseline", SCORE_COLUMNS].reset_index(drop=True)
+    out["kept"] = ~out["prompt_id"].isin(dropped["prompt_id"])
+    return out

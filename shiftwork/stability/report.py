@@ -27,8 +27,8 @@ import pandas as pd
 from shiftwork.checks import require_columns
 from shiftwork.reports.figures import save_figure
 from shiftwork.reports.tables import to_latex, to_markdown
-from shiftwork.stability.stats import AXES
-from shiftwork.tables import atomic_file, write_text
+from shiftwork.stability.stats import ALL, AXES, significance_counts
+from shiftwork.tables import atomic_file, write_table, write_text
 
 MARKER_LEGEND = "* p < 0.05, ** p < 0.01, *** p < 0.001"
 FAMILIES: tuple[str, ...] = ("register", "noise", "structural")
@@ -154,6 +154,165 @@ def write_tables(
         with atomic_file(out / f"{stem}.csv") as tmp:
             numeric.to_csv(tmp, index=False)
         paths[f"{stem}.csv"] = out / f"{stem}.csv"
+    return paths
+
+
+def eps_tag(eps: float) -> str:
+    """How ``eps`` appears in a table's file name: ``0.05`` -> ``"0.05"``, ``0.1`` -> ``"0.1"``."""
+    return f"{float(eps):g}"
+
+
+def eps_table_names(eps_values: Sequence[float]) -> list[str]:
+    """The file names :func:`write_eps_tables` writes for ``eps_values``, in its order."""
+    return [
+        f"{stem}_eps{eps_tag(e)}.{ext}"
+        for e in eps_values
+        for stem in ("main_table", "dataset_table")
+        for ext in ("parquet", "md", "tex")
+    ]
+
+
+def write_eps_tables(
+    total: pd.DataFrame,
+    per_dataset: pd.DataFrame,
+    tests_total: pd.DataFrame,
+    tests_dataset: pd.DataFrame,
+    out_dir: str | os.PathLike,
+    eps_values: Sequence[float],
+    provenance: dict | None = None,
+) -> dict[str, Path]:
+    """The main and per-dataset SGS tables once per eps: ``main_table_eps<e>`` and
+    ``dataset_table_eps<e>`` (``<e>`` from :func:`eps_tag`) as Markdown, LaTeX and Parquet.
+
+    The cells are those of :func:`main_table` and :func:`dataset_table` with the markers of the
+    tests at that eps; an axis a model cannot observe reads ``n/a``. The Parquet is the numeric
+    twin (:func:`numeric_table`) with an ``eps`` column, written atomically with ``provenance``.
+    Returns the paths keyed by file name.
+    """
+    out = Path(out_dir)
+    paths: dict[str, Path] = {}
+    for eps in eps_values:
+        tag = eps_tag(eps)
+        note = f"SGS; one-sided t-test of mean > eps = {tag}: {MARKER_LEGEND}; n/a: axis not observed."
+        specs = [
+            ("main_table", "Total SGS per model", "tab:sgs-total", total, tests_total, ["model"]),
+            (
+                "dataset_table",
+                "SGS per model and dataset",
+                "tab:sgs-dataset",
+                per_dataset,
+                tests_dataset,
+                ["model", "dataset"],
+            ),
+        ]
+        for stem, title, label, sgs, tests, by in specs:
+            numeric = numeric_table(sgs, tests, by, eps)
+            display = _display(numeric, by)
+            name = f"{stem}_eps{tag}"
+            paths[f"{name}.md"] = write_text(f"{to_markdown(display)}\n{note}\n", out / f"{name}.md")
+            paths[f"{name}.tex"] = write_text(
+                to_latex(display, f"{title}, eps = {tag}. {note}", f"{label}-eps{tag}"), out / f"{name}.tex"
+            )
+            paths[f"{name}.parquet"] = write_table(numeric.assign(eps=float(eps)), out / f"{name}.parquet", provenance)
+    return paths
+
+
+def _count_text(row: pd.Series) -> str:
+    return f"{row['n_p05']} / {row['n_p01']} / {row['n_p001']} of {row['n_cells']}"
+
+
+def significance_table(tests_total: pd.DataFrame, tests_dataset: pd.DataFrame) -> pd.DataFrame:
+    """Significant cells per model and eps, and over all models: the long table.
+
+    ``cells`` is ``"total"`` for the main table's model x axis cells (``tests_total``, the
+    per-model tests) and ``"dataset"`` for the per-dataset table's model x dataset x axis cells
+    (``tests_dataset``); counts as :func:`shiftwork.stability.stats.significance_counts` (model
+    ``"all"`` sums the models; an unobserved axis is no cell). Columns: model, cells, eps,
+    n_cells, n_p05, n_p01, n_p001.
+    """
+    parts = [
+        significance_counts(tests, "model").assign(cells=cells)
+        for cells, tests in (("total", tests_total), ("dataset", tests_dataset))
+    ]
+    out = pd.concat(parts, ignore_index=True)
+    order = {m: i for i, m in enumerate([*sorted(set(out["model"]) - {ALL}), ALL])}
+    out = out.assign(_m=out["model"].map(order), _c=out["cells"].map({"total": 0, "dataset": 1}))
+    out = out.sort_values(["_m", "_c", "eps"]).drop(columns=["_m", "_c"]).reset_index(drop=True)
+    return out[["model", "cells", "eps", "n_cells", "n_p05", "n_p01", "n_p001"]]
+
+
+def significance_display(counts: pd.DataFrame) -> pd.DataFrame:
+    """:func:`significance_table` as a display table: a row per model (``all`` last), a column
+    per eps and kind of cell reading ``"a / b / c of n"`` (cells with p < 0.05 / 0.01 / 0.001 of
+    the n cells tested)."""
+    rows = []
+    for model, g in counts.groupby("model", sort=False):
+        row = {"model": model}
+        for r in g.itertuples(index=False):
+            name = f"eps {eps_tag(r.eps)}, {'total' if r.cells == 'total' else 'per dataset'}"
+            row[name] = _count_text(pd.Series(r._asdict()))
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def axis_significance_table(tests_total: pd.DataFrame) -> pd.DataFrame:
+    """Per axis and eps, how many models' total SGS is significantly above eps (the paper's
+    epsilon-robustness table). Columns: axis, eps, n_cells (models that observe the axis),
+    n_p05, n_p01, n_p001; axes in table order, then ``all``."""
+    out = significance_counts(tests_total, "axis")
+    order = {a: i for i, a in enumerate([*AXES, ALL])}
+    out = out.assign(_a=out["axis"].map(order)).sort_values(["_a", "eps"]).drop(columns="_a")
+    return out.reset_index(drop=True)
+
+
+def axis_significance_display(counts: pd.DataFrame) -> pd.DataFrame:
+    """:func:`axis_significance_table` as a display table: a row per axis, a column per eps
+    reading ``"a / b / c of n"``."""
+    rows = []
+    for axis, g in counts.groupby("axis", sort=False):
+        rows.append({"axis": axis, **{f"eps {eps_tag(r['eps'])}": _count_text(r) for _, r in g.iterrows()}})
+    return pd.DataFrame(rows)
+
+
+SIGNIFICANCE_NAMES = [
+    f"{stem}.{ext}" for stem in ("significance_counts", "significance_by_axis") for ext in ("parquet", "md", "tex")
+]
+
+
+def write_significance_tables(
+    tests_total: pd.DataFrame, tests_dataset: pd.DataFrame, out_dir: str | os.PathLike, provenance: dict | None = None
+) -> dict[str, Path]:
+    """``significance_counts.*`` (:func:`significance_table`) and ``significance_by_axis.*``
+    (:func:`axis_significance_table`) as Parquet (the long table, with ``provenance``),
+    Markdown and LaTeX. Returns the paths keyed by file name (:data:`SIGNIFICANCE_NAMES`)."""
+    out = Path(out_dir)
+    note = (
+        "Cells: a / b / c of n = tests with p < 0.05 / 0.01 / 0.001 of the n cells tested (one-sided t-test of "
+        "mean per-prompt instability > eps); an axis a model does not observe is no cell."
+    )
+    by_model = significance_table(tests_total, tests_dataset)
+    by_axis = axis_significance_table(tests_total)
+    specs = [
+        (
+            "significance_counts",
+            by_model,
+            significance_display(by_model),
+            "Significant cells per model and eps",
+            "tab:sgs-significance",
+        ),
+        (
+            "significance_by_axis",
+            by_axis,
+            axis_significance_display(by_axis),
+            "Models significantly above eps, per axis",
+            "tab:sgs-eps-robustness",
+        ),
+    ]
+    paths: dict[str, Path] = {}
+    for stem, long, display, title, label in specs:
+        paths[f"{stem}.parquet"] = write_table(long, out / f"{stem}.parquet", provenance)
+        paths[f"{stem}.md"] = write_text(f"{to_markdown(display)}\n{note}\n", out / f"{stem}.md")
+        paths[f"{stem}.tex"] = write_text(to_latex(display, f"{title}. {note}", label), out / f"{stem}.tex")
     return paths
 
 

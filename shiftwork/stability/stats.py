@@ -27,6 +27,7 @@ as usual; :func:`unobservable_axes` lists such cells. An axis missing on some ro
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
@@ -368,3 +369,100 @@ def breakdown(normalised: pd.DataFrame) -> pd.DataFrame:
     out["_axis_order"] = out["axis"].map({a: i for i, a in enumerate(AXES)})
     out = out.sort_values([*keys, "_axis_order"], na_position="last", kind="stable")
     return out.drop(columns="_axis_order").reset_index(drop=True)[columns]
+
+
+SIGNIFICANCE_LEVELS: tuple[float, ...] = (0.05, 0.01, 0.001)
+"""The p-value levels the significance counts report, as the table markers do."""
+ALL = "all"
+"""The group value of a row that pools every group (the overall row of a count table)."""
+
+
+def significance_counts(tests: pd.DataFrame, group: str) -> pd.DataFrame:
+    """How many test cells are significant, per value of ``group`` and per eps, and over all.
+
+    ``tests`` is :func:`ttests` output (any ``by``): each row is one cell of a table (a model x
+    axis, or a model x dataset x axis). ``group`` is the column to count by (``"model"`` or
+    ``"axis"``). A cell counts when its axis was observed (``n > 0``): an axis that is entirely
+    missing for a model (closed API models have no Act or Prob) is no cell at all, rather than a
+    cell that failed. A cell whose test is undefined (fewer than two values, zero variance)
+    counts as a cell that is not significant.
+
+    Columns: ``group``, eps, n_cells, n_p05, n_p01, n_p001 (cells with p under 0.05, 0.01,
+    0.001). One row per group value and eps, sorted, then a row per eps with ``group`` =
+    :data:`ALL` summing them.
+    """
+    what = "significance_counts(tests)"
+    require_columns(tests, [group, "eps", "p", "n"], what)
+    _require_no_na(tests, [group, "eps"], what)
+    cells = tests[pd.to_numeric(tests["n"], errors="coerce").fillna(0) > 0]
+    p = pd.to_numeric(cells["p"], errors="coerce").to_numpy(dtype=float)
+    flags = pd.DataFrame({group: cells[group].to_numpy(), "eps": cells["eps"].astype(float).to_numpy()})
+    flags["n_cells"] = 1
+    names = [f"n_p{str(level)[2:]}" for level in SIGNIFICANCE_LEVELS]
+    for name, level in zip(names, SIGNIFICANCE_LEVELS):
+        flags[name] = np.nan_to_num(p, nan=1.0) < level
+    columns = [group, "eps", "n_cells", *names]
+    eps_values = sorted(tests["eps"].astype(float).unique())
+    rows = []
+    for key in sorted(tests[group].astype(str).unique()):
+        for eps in eps_values:
+            part = flags[(flags[group].astype(str) == key) & np.isclose(flags["eps"], eps)]
+            rows.append({group: key, "eps": eps, **{c: int(part[c].sum()) for c in ["n_cells", *names]}})
+    for eps in eps_values:
+        part = flags[np.isclose(flags["eps"], eps)]
+        rows.append({group: ALL, "eps": eps, **{c: int(part[c].sum()) for c in ["n_cells", *names]}})
+    return pd.DataFrame(rows, columns=columns)
+
+
+STRENGTH_KEYS: tuple[str, ...] = ("model", "family", "kind", "position", "strength")
+POOLED = "pooled"
+"""The axis value of a strength-curve row that pools the axes (their mean, per prompt)."""
+
+
+def strength_curves(normalised: pd.DataFrame) -> pd.DataFrame:
+    """Instability against variant strength: per (model, family, kind, position, strength) and axis,
+    the mean over prompts of each prompt's RMS over its variants of that setting.
+
+    A prompt is (dataset, prompt_id); its value for a setting is the RMS of its normalised deltas
+    over the setting's variants (usually one). Per axis, the prompts with a value are pooled
+    across datasets into ``mean``, ``sd`` (ddof 1), ``sem`` = sd / sqrt(n) and ``n_prompts``;
+    ``sd`` and ``sem`` are NaN with fewer than two prompts. The axis :data:`POOLED` takes, per
+    prompt, the mean of its axis values that are present, then pools prompts the same way. An
+    axis with no value in a setting (an axis the model cannot observe) has ``n_prompts`` 0 and a
+    NaN mean, never 0. Columns: model, family, kind, position, strength, axis, mean, sd, sem,
+    n_prompts; baseline rows are excluded; axes in :data:`AXES` order, then ``pooled``.
+    """
+    what = "strength_curves(normalised)"
+    keys = list(STRENGTH_KEYS)
+    prompt = ["dataset", "prompt_id"]
+    require_columns(normalised, [*keys, *prompt, *AXES], what)
+    _require_no_na(normalised, ["model", *prompt], what)
+    variants = _numeric_axes(_variants(normalised, what), what)
+    columns = [*keys, "axis", "mean", "sd", "sem", "n_prompts"]
+    if variants.empty:
+        return pd.DataFrame(columns=columns)
+    squares = variants[keys + prompt].copy()
+    for axis in AXES:
+        squares[axis] = variants[axis] ** 2
+    per_prompt = squares.groupby(keys + prompt, sort=True, dropna=False)[list(AXES)].mean().apply(np.sqrt)
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", category=RuntimeWarning)  # a prompt with no axis value
+        per_prompt[POOLED] = np.nanmean(per_prompt[list(AXES)].to_numpy(dtype=float), axis=1)
+    rows = []
+    for key, group in per_prompt.groupby(level=list(range(len(keys))), sort=True, dropna=False):
+        for axis in [*AXES, POOLED]:
+            x = group[axis].to_numpy(dtype=float)
+            x = x[np.isfinite(x)]
+            n = int(x.size)
+            sd = float(np.std(x, ddof=1)) if n > 1 else float("nan")
+            rows.append(
+                {
+                    **dict(zip(keys, key)),
+                    "axis": axis,
+                    "mean": float(x.mean()) if n else float("nan"),
+                    "sd": sd,
+                    "sem": sd / math.sqrt(n) if n > 1 else float("nan"),
+                    "n_prompts": n,
+                }
+            )
+    return pd.DataFrame(rows, columns=columns)

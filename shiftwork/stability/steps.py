@@ -424,7 +424,8 @@ def judge_sample(judgment_paths: list[str], per_cell: int, seed: int, out_table:
 def aggregate_stability(
     delta_paths: list[str], R: Mapping[str, float], eps: list[float], outs: Mapping[str, str]
 ) -> None:
-    """Normalise, per-prompt RMS instability, SGS per dataset and in total, t-tests, breakdown."""
+    """Normalise, per-prompt RMS instability, SGS per dataset and in total, t-tests, breakdown, and
+    instability against strength (``outs["strength"]``, :func:`shiftwork.stability.stats.strength_curves`)."""
     from shiftwork.stability import stats
     from shiftwork.tables import write_table
 
@@ -439,22 +440,43 @@ def aggregate_stability(
     write_table(stats.ttests(per_prompt, eps, by=["model"]), outs["ttests_model"], prov)
     write_table(stats.ttests(per_prompt, eps, by=["model", "dataset"]), outs["ttests_dataset"], prov)
     write_table(stats.breakdown(normalised), outs["breakdown"], prov)
+    write_table(stats.strength_curves(normalised), outs["strength"], prov)
 
 
-def report_stability(inputs: Mapping[str, str], eps: float, table_dir: str, figures: Mapping[str, str]) -> None:
-    from shiftwork.stability.report import family_plot, heatmap, write_tables
+def report_stability(
+    inputs: Mapping[str, Any],
+    eps_values: Sequence[float],
+    primary_eps: float,
+    table_dir: str,
+    figures: Mapping[str, str],
+) -> None:
+    """The tables (at the primary eps, at every eps, and the counts of significant cells) and the
+    figures (heatmap, families, radar, prompt preservation, strength curves). ``inputs`` names the
+    statistics tables and ``gate_scores``, the gate's per-variant scores of every dataset;
+    ``figures`` maps ``<name>_png`` / ``<name>_svg`` to paths."""
+    from shiftwork.stability.figures import preservation_plot, radar_plot, strength_plot
+    from shiftwork.stability.report import (
+        family_plot,
+        heatmap,
+        write_eps_tables,
+        write_significance_tables,
+        write_tables,
+    )
 
     total = read_table(inputs["total_sgs"])
-    write_tables(
-        total,
-        read_table(inputs["dataset_sgs"]),
-        read_table(inputs["ttests_model"]),
-        read_table(inputs["ttests_dataset"]),
-        table_dir,
-        eps=eps,
-    )
+    per_dataset = read_table(inputs["dataset_sgs"])
+    tests_total = read_table(inputs["ttests_model"])
+    tests_dataset = read_table(inputs["ttests_dataset"])
+    prov = make_provenance("report_stability", {"eps": list(eps_values), "primary_eps": primary_eps})
+    write_tables(total, per_dataset, tests_total, tests_dataset, table_dir, eps=primary_eps)
+    write_eps_tables(total, per_dataset, tests_total, tests_dataset, table_dir, eps_values, prov)
+    write_significance_tables(tests_total, tests_dataset, table_dir, prov)
     heatmap(total, figures["heatmap_png"], figures["heatmap_svg"])
     family_plot(read_table(inputs["breakdown"]), figures["family_png"], figures["family_svg"])
+    radar_plot(total, per_dataset, figures["radar_png"], figures["radar_svg"])
+    scores = pd.concat([read_table(p) for p in inputs["gate_scores"]], ignore_index=True)
+    preservation_plot(scores, figures["preservation_png"], figures["preservation_svg"])
+    strength_plot(read_table(inputs["strength"]), figures["strength_png"], figures["strength_svg"])
 
 
 def sample_prompts(name: str, spec: Mapping[str, Any], out: str, root: str = ".") -> None:
@@ -572,7 +594,11 @@ def filter_variants(
     out_kept: str,
     out_summary: str,
     out_dropped: str,
+    out_scores: str,
 ) -> None:
+    """The meaning gate on one dataset's variants: the kept variants, the dropped prompts, the
+    mean scores per family x kind x position x strength, and every variant's score (``out_scores``,
+    :func:`shiftwork.stability.gate.variant_scores`)."""
     variants = read_table(variants_path, ["prompt_id", "family", "original", "text"])
     b = float(read_table(baseline_path, ["b"])["b"].iloc[0])
     scale, threshold = gate["scale"], float(gate["threshold"])
@@ -585,8 +611,9 @@ def filter_variants(
     scored["gate_score"] = gate_mod.gate_scores(scored["f1"].to_numpy(), scale, b if scale == "rescaled" else None)
     kept, dropped = gate_mod.apply_gate(scored, threshold)
     summary = gate_mod.gate_summary(scored, threshold)
+    scores = gate_mod.variant_scores(scored, dropped)
     dataset = str(variants["dataset"].iloc[0]) if len(variants) else ""
-    for frame in (summary, dropped):
+    for frame in (summary, dropped, scores):
         frame.insert(0, "dataset", dataset)
         frame["b"] = b
         frame["scale"] = scale
@@ -594,6 +621,7 @@ def filter_variants(
     prov = make_provenance("filter_variants", {"encoder": encoder_name, **gate, "b": b})
     write_table(summary, out_summary, prov)
     write_table(dropped, out_dropped, prov)
+    write_table(scores, out_scores, prov)
     write_table(kept, out_kept, prov)
     LOGGER.info("gate: kept %d of %d prompts", kept["prompt_id"].nunique(), variants["prompt_id"].nunique())
 
