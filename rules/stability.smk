@@ -244,6 +244,7 @@ rule score_axes:
         bert_scale=STABILITY["axes"]["bert_scale"],
         bert_baseline=STABILITY["axes"]["bert_baseline"],
         seed=STABILITY["seed"],
+        noise_detector=STABILITY["axes"]["noise_detector"],
     script:
         "../scripts/score_axes.py"
 

@@ -21,4 +21,5 @@ with log_to(snakemake.log[0]), claim_gpu():
         bert_scale=snakemake.params.bert_scale,
         bert_baseline=snakemake.params.bert_baseline,
         seed=snakemake.params.seed,
+        noise_detector=snakemake.params.noise_detector,
     )

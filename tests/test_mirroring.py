@@ -144,14 +144,14 @@ def _words(n: int) -> str:
     ("n_response", "n_baseline", "multiple", "expected"),
     [
         (40, 20, 2.0, 1),  # ratio 2.0, dead on
-        (45, 20, 2.0, 1),  # ratio 2.25 = 2 + 0.25: on the edge, counts
-        (46, 20, 2.0, 0),  # ratio 2.3, just outside
-        (35, 20, 2.0, 1),  # ratio 1.75 = 2 - 0.25: on the edge
-        (34, 20, 2.0, 0),  # ratio 1.7, just outside
-        (15, 20, 0.5, 1),  # ratio 0.75 = 0.5 + 0.25
-        (16, 20, 0.5, 0),  # ratio 0.8
-        (5, 20, 0.5, 1),  # ratio 0.25 = 0.5 - 0.25
-        (4, 20, 0.5, 0),  # ratio 0.2
+        (50, 20, 2.0, 1),  # ratio 2.5 = 2 (1 + 0.25): on the edge, counts
+        (51, 20, 2.0, 0),  # ratio 2.55, just outside
+        (30, 20, 2.0, 1),  # ratio 1.5 = 2 (1 - 0.25): on the edge
+        (29, 20, 2.0, 0),  # ratio 1.45, just outside
+        (25, 40, 0.5, 1),  # ratio 0.625 = 0.5 (1 + 0.25)
+        (26, 40, 0.5, 0),  # ratio 0.65
+        (15, 40, 0.5, 1),  # ratio 0.375 = 0.5 (1 - 0.25)
+        (14, 40, 0.5, 0),  # ratio 0.35
         (20, 20, 2.0, 0),  # the reply kept its length: no mirroring
         (7, 0, 2.0, 0),  # empty baseline reply: ratio undefined -> 0
     ],
@@ -162,8 +162,9 @@ def test_length_mirrors_edges(n_response, n_baseline, multiple, expected):
 
 def test_length_edge_survives_floating_point():
     # 17 / 10 = 1.7 and |1.7 - 2| is 0.30000000000000004 in floating point: still on the edge
-    assert length_mirrors(_words(17), _words(10), 2.0, tolerance=0.3) == 1
-    assert length_mirrors(_words(16), _words(10), 2.0, tolerance=0.3) == 0
+    # 2 x 0.15 = 0.3
+    assert length_mirrors(_words(17), _words(10), 2.0, tolerance=0.15) == 1
+    assert length_mirrors(_words(16), _words(10), 2.0, tolerance=0.15) == 0
 
 
 def test_length_mirrors_rejects_bad_arguments():
@@ -238,3 +239,41 @@ def test_mirroring_rejects_unknown_family_or_kind():
         mirroring("a", "b", "structural", "tone", 1)
     with pytest.raises(ValueError, match="kind"):
         mirroring("a", "b", "noise", "length", 1)
+
+
+# --------------------------------------------------------------------------- the method's noise rule
+
+
+def test_method_counts_by_hand():
+    from shiftwork.stability.mirroring import extra_marks, extra_spaces, odd_case_percent
+
+    assert extra_spaces("a  b   c d") == 1 + 2
+    assert extra_spaces("a b") == 0
+    # "!!!" -> 2, "??" -> 1, "...." -> 1, "..." -> 0, ",," -> 1, ";;;" -> 2
+    assert extra_marks("Wow!!! Really?? Hmm.... ok... a,, b;;;") == 2 + 1 + 1 + 0 + 1 + 2
+    # words: "The"(3, title), "HELLO"(5, shouted: odd), "NASA"(4, acronym), "hEllo"(5, odd), "x"(1)
+    # letters 3 + 5 + 4 + 5 + 1 = 18, odd 5 + 5 = 10
+    assert odd_case_percent("The HELLO NASA hEllo x") == pytest.approx(100 * 10 / 18)
+    assert odd_case_percent("") == 0.0
+
+
+def test_method_noise_rule_thresholds_by_hand():
+    from shiftwork.stability.mirroring import method_noise_mirrors
+
+    base = "Paris is the capital."
+    # 4 extra spaces in a 28-character reply: 14.3 per 100 characters
+    spaced = "Paris  is  the  capital  ok."
+    assert len(spaced) == 28
+    assert method_noise_mirrors(spaced, base, "spacing", 5) == 1  # needs 3 and 5 per 100
+    assert method_noise_mirrors(spaced, base, "spacing", 50) == 0  # needs 5 more
+    assert method_noise_mirrors(spaced, spaced, "spacing", 5) == 0  # no increase over the baseline
+    # 2 extra marks ("!!!") in 25 characters = 8 per 100: enough up to strength 5 (2, 3),
+    # not at 10 (4, 5)
+    marked = "Paris is the capital!!!ok"
+    assert method_noise_mirrors(marked, base, "punctuation", 3) == 1
+    assert method_noise_mirrors(marked, base, "punctuation", 10) == 0
+    # casing share 0.3 -> 30 % -> threshold 15 %; 0.75 -> 25 %. "PARIS" is 5 of the
+    # 5 + 2 + 3 + 7 + 4 + 2 + 6 = 29 letters: 17.2 %, 17.2 points above the baseline reply's 0
+    cased = "PARIS is the capital city of France"
+    assert method_noise_mirrors(cased, base, "casing", 0.3) == 1
+    assert method_noise_mirrors(cased, base, "casing", 0.75) == 0

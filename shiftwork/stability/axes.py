@@ -179,10 +179,12 @@ def score_axes(
     structural_baseline: str = "original",
     bleu: str = "sentence",
     bert_b: float | None = None,
+    noise_detector: str = "margin",
 ) -> pd.DataFrame:
     """One row per variant (baselines included) with the six signed deltas and a ``flipped`` flag.
 
-    ``bleu`` picks the BLEU definition (see :func:`bleu_score`); with ``bert_b`` the BERT axis is
+    ``noise_detector`` picks the surface-noise mirroring rule (see
+    :func:`shiftwork.stability.mirroring.mirroring`). ``bleu`` picks the BLEU definition (see :func:`bleu_score`); with ``bert_b`` the BERT axis is
     :func:`rescaled_bert_delta` of the F1 with that baseline, else the raw F1 - 1. An axis whose
     probe column is missing on every row comes out NaN on every row (see the module docstring).
 
@@ -290,8 +292,8 @@ def score_axes(
     if judge is not None:
         judged = np.array([not b and is_judged(f, k) for b, f, k in zip(is_base, fam, kind)], dtype=bool)
     for i in np.flatnonzero(~is_base & ~judged):
-        mr[i] = mirroring(r_v[i], r_0[i], fam[i], kind[i], strength[i]) - mirroring(
-            r_0[i], r_0[i], fam[i], kind[i], strength[i]
+        mr[i] = mirroring(r_v[i], r_0[i], fam[i], kind[i], strength[i], noise_detector) - mirroring(
+            r_0[i], r_0[i], fam[i], kind[i], strength[i], noise_detector
         )
     if judged.any():
         _require(df, ["text"], "generations (for the judge)")

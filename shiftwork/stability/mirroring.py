@@ -6,7 +6,8 @@ read back to the exact test that produced it. :func:`mirroring` picks the detect
 variant's family and kind.
 
 * register   -> :func:`register_mirrors` (the reply's tone has the sign of the prompt's tone)
-* noise      -> :func:`noise_mirrors` (the reply is noisier than the baseline reply)
+* noise      -> :func:`method_noise_mirrors` (the method's counts and thresholds) or
+  :func:`noise_mirrors` (the reply is noisier than the baseline reply by a margin)
 * structural length -> :func:`length_mirrors` (the reply's length moved by the prompt's multiple)
 * structural form   -> :func:`form_mirrors` (a command gets a command, a question a question)
 * baseline   -> always 0
@@ -212,15 +213,92 @@ def noise_mirrors(response: str, baseline_response: str, kind: str, margin: floa
     return int(diff > m)
 
 
+# The method's surface detector (utils/surface_mirroring_detector.py of the reference), rule by
+# rule: counts of "extra" spaces, marks or oddly cased letters in the reply against the baseline
+# reply, with thresholds that grow with the variant's strength (spaces or marks inserted; casing in
+# percent of letters). Each entry: (strength up to, least increase, least rate in the reply).
+NOISE_DETECTORS: tuple[str, ...] = ("method", "margin")
+_METHOD_STEPS: dict[str, tuple[tuple[float, float, float], ...]] = {
+    "spacing": ((20, 3, 5), (50, 5, 8), (math.inf, 10, 12)),
+    "punctuation": ((5, 2, 3), (10, 4, 5), (math.inf, 6, 8)),
+    "casing": ((25, 5, 8), (50, 5, 15), (math.inf, 5, 25)),
+}
+_REPEATS = (("!", 2, 1), ("?", 2, 1), (".", 4, 3), (",", 2, 1), (";", 2, 1))  # (mark, run from, normal)
+_WORD_RE2 = re.compile(r"\b\w+\b")
+
+
+def extra_spaces(text: str) -> int:
+    """Spaces beyond the first in every run of two or more spaces ("a   b" -> 2)."""
+    return sum(len(run) - 1 for run in re.findall(r" {2,}", text))
+
+
+def extra_marks(text: str) -> int:
+    """Repeated marks beyond normal use: runs of 2+ ``!``, ``?``, ``,``, ``;`` count all but one;
+    runs of 4+ ``.`` count all but three (an ellipsis is normal)."""
+    total = 0
+    for mark, least, normal in _REPEATS:
+        total += sum(len(run) - normal for run in re.findall(re.escape(mark) + "{%d,}" % least, text))
+    return total
+
+
+def _odd_case(word: str) -> bool:
+    letters = [c for c in word if c.isalpha()]
+    if len(word) <= 1 or len(letters) <= 1:
+        return False
+    if word.isupper():
+        return len(letters) > 4  # a shouted word, not an acronym like "NASA"
+    if word.islower() or (word[0].isupper() and word[1:].islower()):
+        return False
+    return any(c.isupper() for c in letters) and any(c.islower() for c in letters)
+
+
+def odd_case_percent(text: str) -> float:
+    """Percent of letters (in ``\\w+`` words) that sit in oddly cased words: all capitals with
+    more than four letters, or mixed case other than Title case ("hEllo", "PaRis")."""
+    odd = total = 0
+    for word in _WORD_RE2.findall(text):
+        n = sum(c.isalpha() for c in word)
+        total += n
+        odd += n if _odd_case(word) else 0
+    return 100.0 * odd / max(total, 1)
+
+
+def method_noise_mirrors(response: str, baseline_response: str, kind: str, strength: float) -> int:
+    """The method's rule for surface noise at ``strength`` (characters inserted; for casing the
+    share of letters, 0-1, read as a percent).
+
+    spacing / punctuation: the reply has at least ``increase`` more extra spaces (marks) than the
+    baseline reply and at least ``rate`` of them per 100 characters of the reply, with
+    (increase, rate) = (3, 5) up to strength 20, (5, 8) up to 50, else (10, 12) for spacing and
+    (2, 3) up to 5, (4, 5) up to 10, else (6, 8) for punctuation. casing: the reply's
+    :func:`odd_case_percent` is at least 5 points above the baseline reply's and at least 8 up to
+    25 %, 15 up to 50 %, else 25.
+    """
+    _check_str(response, "response")
+    _check_str(baseline_response, "baseline_response")
+    if kind not in NOISE_KINDS:
+        raise ValueError(f"kind must be one of {NOISE_KINDS}, got {kind!r}")
+    level = _check_number(strength, "strength") * (100.0 if kind == "casing" else 1.0)
+    _, least, rate = next(step for step in _METHOD_STEPS[kind] if level <= step[0])
+    if kind == "casing":
+        here, there = odd_case_percent(response), odd_case_percent(baseline_response)
+        return int(here - there >= least and here >= rate)
+    count = extra_spaces if kind == "spacing" else extra_marks
+    here, there = count(response), count(baseline_response)
+    return int(here - there >= least and 100.0 * here / max(len(response), 1) >= rate)
+
+
 # --------------------------------------------------------------------------- structural
 
 
 def length_mirrors(response: str, baseline_response: str, multiple: float, tolerance: float = 0.25) -> int:
     """1 if the reply's length moved by about the prompt's length multiple, else 0.
 
-    Rule: with word counts from ``str.split``, ``ratio = words(response) / words(baseline_response)``;
-    1 if ``|ratio - multiple| <= tolerance`` (plus a 1e-9 slack for floating point, so a ratio
-    exactly on the edge counts). A baseline reply of 0 words leaves the ratio undefined: 0.
+    Rule (the method's, ``experiments/length_variation.py``: YES when the ratio lies in
+    ``[m (1 - eps), m (1 + eps)]``, eps = 0.25): with word counts from ``str.split``,
+    ``ratio = words(response) / words(baseline_response)``; 1 if
+    ``|ratio - multiple| <= tolerance * multiple`` (plus a 1e-9 slack for floating point, so a
+    ratio exactly on the edge counts). A baseline reply of 0 words leaves the ratio undefined: 0.
     """
     _check_str(response, "response")
     _check_str(baseline_response, "baseline_response")
@@ -234,7 +312,7 @@ def length_mirrors(response: str, baseline_response: str, multiple: float, toler
     if base == 0:
         return 0
     ratio = len(response.split()) / base
-    return int(abs(ratio - mult) <= tol + LENGTH_EPS)
+    return int(abs(ratio - mult) <= tol * mult + LENGTH_EPS)
 
 
 def _first_sentence(text: str) -> str:
@@ -306,13 +384,18 @@ def form_mirrors(response: str, strength: float) -> int:
 # --------------------------------------------------------------------------- dispatch
 
 
-def mirroring(response: str, baseline_response: str, family: str, kind: str, strength: float) -> int:
+def mirroring(
+    response: str, baseline_response: str, family: str, kind: str, strength: float, noise_detector: str = "margin"
+) -> int:
     """Mirroring indicator for a variant of ``family``/``kind`` at ``strength`` (0 or 1).
 
-    register -> :func:`register_mirrors`; noise -> :func:`noise_mirrors` with ``kind`` and its
-    default margin; structural ``length`` -> :func:`length_mirrors` with ``multiple=strength``;
-    structural ``form`` -> :func:`form_mirrors`; baseline -> 0.
+    register -> :func:`register_mirrors`; noise -> :func:`method_noise_mirrors` with
+    ``noise_detector="method"``, else :func:`noise_mirrors` with ``kind`` and its default margin;
+    structural ``length`` -> :func:`length_mirrors` with ``multiple=strength``; structural
+    ``form`` -> :func:`form_mirrors`; baseline -> 0.
     """
+    if noise_detector not in NOISE_DETECTORS:
+        raise ValueError(f"noise_detector must be one of {NOISE_DETECTORS}, got {noise_detector!r}")
     if family == "baseline":
         return 0
     if family == "register":
@@ -320,6 +403,8 @@ def mirroring(response: str, baseline_response: str, family: str, kind: str, str
     if family == "noise":
         if kind not in NOISE_KINDS:
             raise ValueError(f"kind for family 'noise' must be one of {NOISE_KINDS}, got {kind!r}")
+        if noise_detector == "method":
+            return method_noise_mirrors(response, baseline_response, kind, strength)
         return noise_mirrors(response, baseline_response, kind)
     if family == "structural":
         if kind == "length":

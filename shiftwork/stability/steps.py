@@ -312,6 +312,7 @@ def score_axes(
     bert_scale: str = "raw",
     bert_baseline: float | str = "auto",
     seed: int = 0,
+    noise_detector: str = "margin",
 ) -> None:
     """The six signed axis deltas for every variant (see :mod:`shiftwork.stability.axes`); with
     ``judge_dir``, a prepared model judges register and form mirroring pairwise, and every judged
@@ -354,6 +355,7 @@ def score_axes(
         structural_baseline,
         bleu=bleu,
         bert_b=rescale["b"] if rescale else None,
+        noise_detector=noise_detector,
     )
     problems = check_ranges(deltas, bleu=bleu, bert_scale=bert_scale)
     if problems:
@@ -365,6 +367,7 @@ def score_axes(
         "structural_baseline": structural_baseline,
         "bleu": bleu,
         "bert_scale": bert_scale,
+        "noise_detector": noise_detector,
     }
     extra: dict[str, Any] = {"unobservable_axes": axes_mod.unobservable_axes(deltas)}
     if rescale:  # b, how it was found, and how many replies the clip at 0 set to -1
