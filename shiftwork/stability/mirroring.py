@@ -237,7 +237,7 @@ def extra_marks(text: str) -> int:
     runs of 4+ ``.`` count all but three (an ellipsis is normal)."""
     total = 0
     for mark, least, normal in _REPEATS:
-        total += sum(len(run) - normal for run in re.findall(re.escape(mark) + "{%d,}" % least, text))
+        total += sum(len(run) - normal for run in re.findall(f"{re.escape(mark)}{{{least},}}", text))
     return total
 
 
