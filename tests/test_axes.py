@@ -538,3 +538,14 @@ def test_score_axes_step_records_b_and_unobservable_axes(tmp_path, monkeypatch):
     assert prov["bert_rescale"]["method"] == "mismatched baseline reply pairs"
     assert prov["bert_rescale"]["n_at_floor"] == 1  # the empty reply
     assert prov["unobservable_axes"] == ["Act"]
+
+
+def test_check_ranges_widens_for_anchored_structural_rows():
+    # a length variant closer to the original than its 1.0x anchor: Act and BLEU above 0
+    row = {"variant_id": "v", "family": "structural", "Act": 0.01, "BLEU": 12.0, "BERT": 0.05,
+           "Prob": 1.0, "Ent": 0.0, "MR": -1.0}  # fmt: skip
+    table = pd.DataFrame([row])
+    assert len(check_ranges(table)) == 3  # against the original these are out of range
+    assert check_ranges(table, structural_baseline="rewrite") == []
+    far = pd.DataFrame([{**row, "Act": 2.5}])
+    assert "outside [-2.0, 2.0]" in check_ranges(far, structural_baseline="rewrite")[0]

@@ -365,13 +365,21 @@ def unobservable_axes(deltas: pd.DataFrame) -> list[str]:
     return [a for a in AXES if deltas[a].isna().all()]
 
 
-def check_ranges(deltas: pd.DataFrame, tol: float = 1e-6, bleu: str = "sentence", bert_scale: str = "raw") -> list[str]:
+def check_ranges(
+    deltas: pd.DataFrame,
+    tol: float = 1e-6,
+    bleu: str = "sentence",
+    bert_scale: str = "raw",
+    structural_baseline: str = "original",
+) -> list[str]:
     """Sanity violations in a :func:`score_axes` table, one message per (variant, axis).
 
     Flags: Act outside [-2, 0]; BLEU outside [-100, 0] (``sentence``) or [-100, 100]
     (``corpus``, whose delta is positive against a reference of under 4 tokens); BERT above 0,
     or outside [-1, 0] when ``rescaled``; any axis NaN, unless it is NaN on every row (an
     unobservable axis, see :func:`unobservable_axes`); any axis non-zero on a baseline row.
+    With ``structural_baseline="rewrite"`` a structural row is a difference of two such deltas
+    (variant minus anchor), so its bounds are [lo - hi, hi - lo].
     Range bounds allow ``tol`` of floating point slack; baseline rows must be exactly 0.
     Returns an empty list when everything is in range.
     """
@@ -383,6 +391,7 @@ def check_ranges(deltas: pd.DataFrame, tol: float = 1e-6, bleu: str = "sentence"
     }
     ids = deltas["variant_id"].astype(str).to_numpy()
     is_base = (deltas["family"] == "baseline").to_numpy()
+    anchored = (deltas["family"] == "structural").to_numpy() & (structural_baseline == "rewrite")
     missing = set(unobservable_axes(deltas))
     problems: list[str] = []
     for axis in AXES:
@@ -393,8 +402,10 @@ def check_ranges(deltas: pd.DataFrame, tol: float = 1e-6, bleu: str = "sentence"
             problems.append(f"variant_id={ids[i]} axis={axis}: value is NaN")
         if axis in bounds:
             lo, hi = bounds[axis]
-            for i in np.flatnonzero((v < lo - tol) | (v > hi + tol)):
-                problems.append(f"variant_id={ids[i]} axis={axis}: {v[i]!r} outside [{lo}, {hi}]")
+            lo_row = np.where(anchored, lo - hi, lo)
+            hi_row = np.where(anchored, hi - lo, hi)
+            for i in np.flatnonzero((v < lo_row - tol) | (v > hi_row + tol)):
+                problems.append(f"variant_id={ids[i]} axis={axis}: {v[i]!r} outside [{lo_row[i]}, {hi_row[i]}]")
         for i in np.flatnonzero(is_base & ~np.isnan(v) & (v != 0.0)):
             problems.append(f"variant_id={ids[i]} axis={axis}: baseline row is {v[i]!r}, not 0")
     return problems

@@ -357,7 +357,7 @@ def score_axes(
         bert_b=rescale["b"] if rescale else None,
         noise_detector=noise_detector,
     )
-    problems = check_ranges(deltas, bleu=bleu, bert_scale=bert_scale)
+    problems = check_ranges(deltas, bleu=bleu, bert_scale=bert_scale, structural_baseline=structural_baseline)
     if problems:
         raise ValueError(f"{generations_path}: axis values out of range:\n  " + "\n  ".join(problems[:20]))
     judge_name = read_info(judge_dir)["name"] if judge_dir else None
