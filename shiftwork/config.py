@@ -186,6 +186,7 @@ def reference_errors(config: Mapping[str, Any]) -> list[str]:
                     f"config key 'trajectory.runs.{run}.checkpoints.{i}': give exactly one of 'path' or 'hub'"
                 )
     errors += organism_errors(config.get("organisms") or {}, models)
+    errors += api_model_errors(config)
     for study in config.get("studies") or []:
         if study not in config:
             errors.append(f"config key 'studies': study '{study}' is listed but has no '{study}' section")
@@ -199,6 +200,40 @@ def reference_errors(config: Mapping[str, Any]) -> list[str]:
         need = {"python_package": "module", "local": "path", "hub": "id"}.get(src.get("kind"))
         if need and need not in src:
             errors.append(f"config key 'encoders.{name}.source': kind '{src['kind']}' needs '{need}'")
+    return errors
+
+
+def api_model_errors(config: Mapping[str, Any]) -> list[str]:
+    """Models served over an API (``source.kind: openai_compatible``) have replies but no weights:
+    they can be evaluated, rewrite and judge in the stability study, but not be fine-tuned, nor
+    judge with a base model's plain prompt."""
+    registry = config.get("models") or {}
+    api = {n for n, spec in registry.items() if ((spec or {}).get("source") or {}).get("kind") == "openai_compatible"}
+    errors = []
+    uses = [
+        (f"trajectory.runs.{run}.model", spec.get("model"))
+        for run, spec in ((config.get("trajectory") or {}).get("runs") or {}).items()
+    ]
+    uses += [
+        (f"organisms.sft.{name}.model", spec.get("model"))
+        for name, spec in ((config.get("organisms") or {}).get("sft") or {}).items()
+        if "path" not in spec
+    ]
+    for key, name in uses:
+        if name in api:
+            errors.append(
+                f"config key '{key}': model '{name}' is served over an API (openai_compatible) and has no weights to train"
+            )
+    st = config.get("stability") or {}
+    structural = (st.get("variants") or {}).get("structural") or {}
+    for key, name in (
+        ("stability.axes.judge", (st.get("axes") or {}).get("judge")),
+        ("stability.variants.structural.rewriter", structural.get("rewriter") if uses_rewriter(structural) else None),
+    ):
+        if name in api and not registry[name].get("chat", True):
+            errors.append(
+                f"config key '{key}': model '{name}' is served over an API; it must be a chat model (chat: true)"
+            )
     return errors
 
 

@@ -33,6 +33,7 @@ def test_required_packages_are_pinned(root):
         "accelerate",
         "snakefmt",
         "pytest",
+        "httpx",
     ]:
         assert name in pins, name
     assert pins["torch"] == "2.13.0+cpu"

@@ -1,11 +1,14 @@
 """Where a registered model's weights come from: a GGUF shipped in a pip package, a local
 Hugging Face directory, a hub id (only when the hub is reachable), or nowhere: a ``scratch``
-model is initialised with seeded random weights (:mod:`shiftwork.models.scratch`)."""
+model is initialised with seeded random weights (:mod:`shiftwork.models.scratch`), and an
+``openai_compatible`` model is served by someone else over an HTTP API
+(:mod:`shiftwork.inference.api`): it has no weights here, only replies."""
 
 from __future__ import annotations
 
 import importlib
 import importlib.util
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,6 +17,14 @@ from typing import Any
 
 class ModelSourceError(RuntimeError):
     """A model's weights cannot be found; the message says how to provide them."""
+
+
+API_KIND = "openai_compatible"
+
+
+def is_api(source: Mapping[str, Any]) -> bool:
+    """Whether the model is served over an OpenAI-compatible API (no weights to prepare or load)."""
+    return source.get("kind") == API_KIND
 
 
 @dataclass(frozen=True)
@@ -94,6 +105,11 @@ def locate(name: str, source: Mapping[str, Any], workdir: Path) -> Located:
         return Located(source["id"], revision=source["revision"])
     if kind == "scratch":
         return Located("", scratch=True)
+    if kind == API_KIND:
+        raise ModelSourceError(
+            f"model '{name}': served over an API ({source.get('model')} at {source.get('base_url')}); "
+            "it has no weights to prepare or load, only replies (shiftwork.inference.api)"
+        )
     raise ModelSourceError(f"model '{name}': unknown source kind {kind!r}")
 
 
@@ -177,6 +193,14 @@ def source_problems(name: str, source: Mapping[str, Any]) -> list[str]:
             present = sorted(p.name for p in folder.glob("*.gguf"))
             problems.append(f"model '{name}': set source.file; {folder} holds GGUF files {present}")
         return problems
+    if kind == API_KIND:
+        env = source.get("api_key_env")
+        if env and not os.environ.get(env):
+            return [
+                f"model '{name}': environment variable '{env}' named by source.api_key_env is not set "
+                "(export the API key under that name where the jobs run)"
+            ]
+        return []
     if kind == "local":
         from shiftwork.models.prepare import safetensors_problem
 

@@ -139,6 +139,20 @@ def local_completer(lm, batch_size: int = 16, max_new_tokens: int = 4) -> Comple
     return complete
 
 
+def api_completer(name: str, source: dict, cache_dir: str, max_new_tokens: int = 4) -> Complete:
+    """A judge behind an OpenAI-compatible API: each judge prompt is one user message; replies are
+    cached per request under ``cache_dir`` (see :mod:`shiftwork.inference.api`)."""
+    from shiftwork.inference.api import make_complete
+
+    chat = make_complete(name, source, cache_dir)
+
+    def complete(prompts: Sequence[str]) -> list[str]:
+        return chat([[{"role": "user", "content": p}] for p in prompts], max_new_tokens)
+
+    complete.client = chat.client  # type: ignore[attr-defined]
+    return complete
+
+
 def validation_sample(judgments: pd.DataFrame, per_cell: int, seed: int) -> pd.DataFrame:
     """Up to ``per_cell`` judged pairs per (model, family, kind, verdict), drawn by ``seed``, for
     a person to check the judge by hand (the method kept examples of both verdicts)."""

@@ -1,0 +1,148 @@
+"""The generate step for a model served over an OpenAI-compatible API (``source.kind:
+openai_compatible``): the same generations table as :func:`shiftwork.stability.steps.generate_responses`,
+and a probes table holding only what an API lets one observe.
+
+An API returns a reply and, at best, the log-probabilities of the reply's own tokens; it cannot
+teacher-force the baseline response r_0 under a variant, nor show hidden states. So:
+
+- ``act_cos``, ``act_cos_layers`` and ``logprob`` are missing (NaN / null) on every row, never 0:
+  the Act and Prob axes cannot be observed.
+- ``entropy`` is the mean over the row's own greedy reply of the top-k entropy estimate
+  (:func:`shiftwork.inference.api.topk_entropy`, nats) where the server returns
+  ``top_logprobs``, else missing. Where the variant's reply equals r_0 token for token it is
+  the teacher-forced quantity of the local probe (up to the top-k truncation); where the two
+  replies part, positions after the first differing token condition on different prefixes.
+  ``tokens_shared_with_r0`` says how many leading tokens a row's reply shares with r_0, i.e. over
+  how many positions the estimate is the local one. The reference implementation (SAGO's
+  ``utils/closed_model_metrics.py``) also compares each reply's own log-probabilities, with
+  ``top_logprobs=1`` and "entropy" -sum p log p over the chosen tokens' probabilities; here the
+  top-k candidates give an estimate of the next-token entropy itself, averaged like the local one.
+- BLEU, BERT and MR come from the replies, as for every other model.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import pandas as pd
+
+from shiftwork.inference.api import ApiClient, ApiResult, ApiSettings, mean_topk_entropy
+from shiftwork.inference.formatting import PLAIN_STOP, PLAIN_TEMPLATE, trim_response
+from shiftwork.logs import LOGGER
+from shiftwork.provenance import digest, make_provenance
+from shiftwork.tables import read_table, write_table
+
+KEYS = ["model", "dataset", "prompt_id", "variant_id"]
+VARIANT_META = ["family", "kind", "position", "strength"]
+GENERATION_COLUMNS = KEYS + VARIANT_META + ["text", "model_input", "response", "n_tokens", "stopped"]
+PROBE_COLUMNS = KEYS + ["logprob", "entropy", "n_response_tokens", "act_cos", "act_cos_layers", "tokens_shared_with_r0"]
+
+
+def api_model_input(text: str, chat: bool) -> str:
+    """What the API receives for a prompt: the JSON of the one-message chat (chat models) or the
+    plain prompt (base models); equal texts give equal inputs."""
+    if chat:
+        return json.dumps([{"role": "user", "content": text}], ensure_ascii=False)
+    return PLAIN_TEMPLATE.format(prompt=text)
+
+
+def api_weight_digest(settings: ApiSettings) -> str:
+    """Stands in for a weight digest: the served model's name and address (its weights are unknown
+    and may change behind the name; the response cache pins what was observed)."""
+    return "api-" + digest({"base_url": settings.base_url, "model": settings.model})
+
+
+def shared_prefix(a: Sequence[str] | None, b: Sequence[str] | None) -> int | None:
+    if a is None or b is None:
+        return None
+    n = 0
+    for x, y in zip(a, b):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
+def generate_api_responses(
+    filtered_paths: str | Sequence[str],
+    model_name: str,
+    source: Mapping[str, Any],
+    chat: bool,
+    out_generations: str | Sequence[str],
+    out_probes: str | Sequence[str],
+    max_new_tokens: int,
+    cache_dir: str,
+    shard: int = 0,
+    n_shards: int = 1,
+    seed: int | None = None,
+) -> dict[str, Any]:
+    """Greedy replies of an API model to the baseline and every kept variant, and the probes it
+    allows (see the module docstring); one pair of tables per filtered table, in order. Every
+    distinct input is requested once, through the response cache in ``cache_dir``."""
+    from shiftwork.stability.steps import _throughput, baseline_rows, shard_rows
+
+    filtered_paths, out_generations, out_probes = (
+        [p] if isinstance(p, str) else list(p) for p in (filtered_paths, out_generations, out_probes)
+    )
+    if not len(filtered_paths) == len(out_generations) == len(out_probes):
+        raise ValueError("generate_api_responses: one generations and one probes table per filtered table")
+    settings = ApiSettings.from_source(model_name, source, chat=chat)
+    parts = []
+    for part, path in enumerate(filtered_paths):
+        table = read_table(path, ["dataset", "prompt_id", "variant_id", "text"] + VARIANT_META)
+        table = shard_rows(table, shard, n_shards).reset_index(drop=True)
+        base = table["prompt_id"].map(baseline_rows(table, path))
+        table = table.assign(part=part, model=model_name, model_input=[api_model_input(t, chat) for t in table["text"]])
+        parts.append(table.assign(base_input=table["model_input"].to_numpy()[base.to_numpy()]))
+    variants = pd.concat(parts, ignore_index=True)
+    unique = list(dict.fromkeys(variants["model_input"]))
+    LOGGER.info("generate: %s over the API, %d rows, %d distinct inputs", settings.where, len(variants), len(unique))
+
+    start = time.perf_counter()
+    with ApiClient(settings, cache_dir) as client:
+        prompts = [json.loads(x) for x in unique] if chat else unique
+        results = client.generate(
+            prompts,
+            max_new_tokens,
+            logprobs=bool(settings.top_logprobs),
+            seed=seed,
+            stop=None if chat else [PLAIN_STOP],
+        )
+        counts = client.report()
+    seconds = time.perf_counter() - start
+    answer: dict[str, ApiResult] = dict(zip(unique, results))
+
+    gens = variants.assign(
+        response=[trim_response(answer[x].text, chat) for x in variants["model_input"]],
+        n_tokens=[answer[x].n_tokens for x in variants["model_input"]],
+        stopped=[answer[x].stopped for x in variants["model_input"]],
+    )
+    probes = variants[KEYS + ["part"]].assign(
+        logprob=math.nan,
+        entropy=[mean_topk_entropy(answer[x]) for x in variants["model_input"]],
+        n_response_tokens=[answer[x].n_tokens for x in variants["model_input"]],
+        act_cos=math.nan,
+        act_cos_layers=None,
+        tokens_shared_with_r0=[
+            shared_prefix(answer[x].tokens, answer[b].tokens)
+            for x, b in zip(variants["model_input"], variants["base_input"])
+        ],
+    )
+    probes["tokens_shared_with_r0"] = probes["tokens_shared_with_r0"].astype("Int64")
+
+    common = {"model": model_name, "weight_digest": api_weight_digest(settings)}
+    extra = {"engine": "api", "api_requests": counts} | ({"shard": shard, "n_shards": n_shards} if n_shards > 1 else {})
+    gen_settings = {"max_new_tokens": max_new_tokens, "engine": "api", "temperature": 0.0, "seed": seed}
+    gen_prov = make_provenance("generate", gen_settings | {"api": settings.public()}, **common, extra=extra)
+    probe_settings = {"api": settings.public(), "observable": ["entropy"] if settings.top_logprobs else []}
+    probe_prov = make_provenance("probe", probe_settings, **common, extra=extra)
+    for part, (g_path, p_path) in enumerate(zip(out_generations, out_probes)):
+        write_table(gens.loc[gens["part"] == part, GENERATION_COLUMNS], g_path, gen_prov)
+        write_table(probes.loc[probes["part"] == part, PROBE_COLUMNS], p_path, probe_prov)
+    n_tokens = int(sum(r.n_tokens for r in results))
+    stats = _throughput("generate over the API", len(variants), len(unique), n_tokens, seconds)
+    return stats | counts
