@@ -27,3 +27,8 @@ rule all:
 # the run with the command that rebuilds them (rules/common.smk: check_before_run).
 if workflow.is_main_process:
     check_before_run()
+
+
+# A run (not a dry run) stops before its first job when an API model's key variable is unset.
+onstart:
+    require_api_keys(config)

@@ -7,14 +7,15 @@ from snakemake.logging import logger
 
 # Snakemake puts the Snakefile's directory, the checkout, on sys.path and hands its sys.path
 # to every script, so rules and scripts import this checkout's shiftwork without edits.
-from shiftwork.config import check_config
+from shiftwork.config import check_config, require_api_keys
 from shiftwork.integrity import check_outputs, clear_stale_locks
 from shiftwork.models.prepare import INFO_FILE, preparation, prepared_dir
 
 # The check names every offending key and returns the config with the schema's defaults
 # filled in, the one place each default is stated (rules and package functions read every key
 # directly).
-config.update(check_config(config, root="."))
+# API keys are checked when a run starts (Snakefile: onstart), so that a dry run plans without them.
+config.update(check_config(config, root=".", check_keys=False))
 
 
 def run_names():

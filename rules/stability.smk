@@ -39,6 +39,8 @@ rule rewrite_prompts:
         cache=rewrite_cache,
         batch_size=rewriter_batch_size,
         dtype=rewriter_dtype,
+        api=rewriter_api,
+        api_cache=rewriter_cache,
     script:
         "../scripts/rewrite_prompts.py"
 
@@ -135,6 +137,7 @@ rule generate_responses:
         "benchmarks/generate_responses/{model}/{dataset}.tsv"
     wildcard_constraints:
         dataset=datasets_pattern(sharded=False),
+        model=local_models_pattern(),
     conda:
         "../envs/shiftwork.yaml"
     threads: 2
@@ -180,6 +183,7 @@ use rule generate_responses as generate_shard_responses with:
         "benchmarks/generate_responses/{model}/{dataset}/shard-{shard}.tsv"
     wildcard_constraints:
         dataset=datasets_pattern(sharded=True),
+        model=local_models_pattern(),
         shard=r"\d+",
     params:
         max_new_tokens=GENERATION["max_new_tokens"],
@@ -191,6 +195,32 @@ use rule generate_responses as generate_shard_responses with:
         n_shards=shard_count,
 
 
+# A model behind an OpenAI-compatible API: its replies over HTTP (cached per request), and a
+# probes table in which what an API cannot show (Act, Prob; Ent without log-probabilities) is
+# missing. Not a GPU job.
+rule generate_api_responses:
+    input:
+        variants="results/stability/filtered/{dataset}.parquet",
+    output:
+        generations="results/stability/generations/{model}/{dataset}.parquet",
+        probes="results/stability/probes/{model}/{dataset}.parquet",
+    log:
+        "logs/generate_api_responses/{model}/{dataset}.log",
+    benchmark:
+        "benchmarks/generate_api_responses/{model}/{dataset}.tsv"
+    wildcard_constraints:
+        model=api_models_pattern(),
+    conda:
+        "../envs/shiftwork.yaml"
+    params:
+        source=model_source,
+        chat=model_chat,
+        max_new_tokens=GENERATION["max_new_tokens"],
+        cache=model_api_cache,
+    script:
+        "../scripts/generate_api_responses.py"
+
+
 rule merge_generations:
     input:
         shards=generation_shards,
@@ -200,6 +230,7 @@ rule merge_generations:
         "logs/merge_generations/{model}/{dataset}.log",
     wildcard_constraints:
         dataset=datasets_pattern(sharded=True),
+        model=local_models_pattern(),
     conda:
         "../envs/shiftwork.yaml"
     script:
@@ -215,6 +246,7 @@ rule merge_probes:
         "logs/merge_probes/{model}/{dataset}.log",
     wildcard_constraints:
         dataset=datasets_pattern(sharded=True),
+        model=local_models_pattern(),
     conda:
         "../envs/shiftwork.yaml"
     script:
@@ -240,6 +272,9 @@ rule score_axes:
         encoder_spec=axes_encoder_spec,
         structural_baseline=STRUCTURAL["baseline"],
         judge_batch_size=judge_batch_size,
+        judge_api=judge_api,
+        judge_cache=judge_cache,
+        judge_name=JUDGE,
         bleu=STABILITY["axes"]["bleu"],
         bert_scale=STABILITY["axes"]["bert_scale"],
         bert_baseline=STABILITY["axes"]["bert_baseline"],

@@ -9,10 +9,12 @@ with log_to(snakemake.log[0]), claim_gpu():
 
     rewrite_prompts(
         snakemake.input.prompts,
-        str(Path(snakemake.input.model).parent),
+        str(Path(snakemake.input.model).parent) if snakemake.input.get("model") else None,
         snakemake.params.settings,
         snakemake.output.rewrites,
         cache_path=snakemake.params.cache,
         batch_size=snakemake.params.batch_size,
         dtype=snakemake.params.dtype,
+        api=snakemake.params.api,
+        api_cache=snakemake.params.api_cache,
     )

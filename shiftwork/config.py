@@ -143,6 +143,11 @@ def reference_errors(config: Mapping[str, Any]) -> list[str]:
         check(f"stability.models.{i}", name, models, "model")
     for i, name in enumerate(st.get("datasets") or []):
         check(f"stability.datasets.{i}", name, datasets, "dataset")
+    study_models, study_datasets = set(st.get("models") or []), set(st.get("datasets") or [])
+    for name, names in (st.get("model_datasets") or {}).items():
+        check("stability.model_datasets", name, study_models, "stability model")
+        for i, ds in enumerate(names or []):
+            check(f"stability.model_datasets.{name}.{i}", ds, study_datasets, "stability dataset")
     axes = st.get("axes") or {}
     if "encoder" in axes:
         check("stability.axes.encoder", axes["encoder"], encoders, "encoder")
@@ -355,7 +360,7 @@ def used_models(config: Mapping[str, Any]) -> list[str]:
     return [n for n in dict.fromkeys(names) if n in (config.get("models") or {})]
 
 
-def content_errors(config: Mapping[str, Any], root: str | Path = ".") -> list[str]:
+def content_errors(config: Mapping[str, Any], root: str | Path = ".", check_keys: bool = True) -> list[str]:
     """What would make a job fail that can be seen before any job runs: a model source that
     cannot work (checked without loading weights) and, for prompt sets read from files, every
     row (read and sampled exactly as ``sample_prompts`` will)."""
@@ -365,7 +370,8 @@ def content_errors(config: Mapping[str, Any], root: str | Path = ".") -> list[st
     errors = []
     for name in used_models(config):
         errors += [
-            f"config key 'models.{name}.source': {p}" for p in source_problems(name, config["models"][name]["source"])
+            f"config key 'models.{name}.source': {p}"
+            for p in source_problems(name, config["models"][name]["source"], check_keys)
         ]
     for name in (config.get("stability") or {}).get("datasets") or []:
         spec = (config.get("datasets") or {}).get(name) or {}
@@ -387,13 +393,37 @@ def run_steps(run: Mapping[str, Any]) -> list[int]:
     return sorted(int(c["step"]) for c in run.get("checkpoints") or [])
 
 
+def api_key_errors(config: Mapping[str, Any]) -> list[str]:
+    """The API models the config's studies use whose key variable is not set."""
+    from shiftwork.models.sources import API_KIND, source_problems
+
+    return [
+        f"config key 'models.{name}.source': {p}"
+        for name in used_models(config)
+        if config["models"][name]["source"].get("kind") == API_KIND
+        for p in source_problems(name, config["models"][name]["source"])
+    ]
+
+
+def require_api_keys(config: Mapping[str, Any]) -> None:
+    """Raise :class:`ConfigError` naming every API model whose key variable is not set."""
+    problems = api_key_errors(config)
+    if problems:
+        raise ConfigError("missing API keys:\n  - " + "\n  - ".join(problems))
+
+
 def check_config(
-    config: Mapping[str, Any], schema: Mapping[str, Any] | None = None, root: str | Path | None = None
+    config: Mapping[str, Any],
+    schema: Mapping[str, Any] | None = None,
+    root: str | Path | None = None,
+    check_keys: bool = True,
 ) -> dict:
     """The config with its defaults filled in (:func:`with_defaults`), once it passes every check;
     otherwise raise :class:`ConfigError` listing every problem, each naming its config key.
     With ``root``, also check that local files the config names exist (relative to ``root``),
-    that model sources can work and that every row of a file prompt set is usable."""
+    that model sources can work and that every row of a file prompt set is usable; with
+    ``check_keys``, also that the variable each API model names holds a key (a dry run plans
+    without keys)."""
     problems = schema_errors(config, schema)
     if not problems:
         config = with_defaults(config, schema)
@@ -401,7 +431,7 @@ def check_config(
     if not problems and root is not None:
         problems = path_errors(config, root)
     if not problems and root is not None:
-        problems = content_errors(config, root)
+        problems = content_errors(config, root, check_keys)
     if problems:
         raise ConfigError("invalid configuration:\n  - " + "\n  - ".join(problems))
     return config

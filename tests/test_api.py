@@ -409,7 +409,7 @@ def test_judge_and_rewriter_callable_over_the_api(api_server, tmp_path, monkeypa
                                 "messages": [{"role": "user", "content": judged["judge_prompt"].iloc[0]}]})  # fmt: skip
     assert judged["answer"].iloc[0] == direct["choices"][0]["message"]["content"].strip()
     again = judge_pairs(pairs, judge)
-    assert _posts(server_log) - before == 2  # the rerun sent nothing
+    assert _posts(server_log) - before == 2 + 1  # the rerun sent nothing (+1: the direct request)
     pd.testing.assert_frame_equal(again, judged)
     assert judge.client.stats.as_dict()["cache_hits"] == 2
     _assert_no_key(tmp_path)
@@ -426,3 +426,63 @@ def test_a_wrong_key_is_refused_at_once_and_not_echoed(api_server, monkeypatch):
     assert f"model 'smol-api' (smol at {base_url})" in str(err.value) and "HTTP 401" in str(err.value)
     assert "sk-wrong-key-0000" not in str(err.value) and KEY not in str(err.value)
     assert _posts(server_log) - before == 1 and client.stats.retries == 0
+
+
+@pytest.mark.model
+def test_api_model_scored_with_an_api_judge_then_rerun_from_the_cache(api_server, tmp_path, monkeypatch):
+    """The stability steps for a closed model end to end: replies over the API, the six axes with
+    Act and Prob missing, register and form mirroring judged by an API judge; the rerun sends
+    nothing."""
+    import yaml
+
+    from shiftwork.stability.steps import score_axes
+
+    base_url, server_log = api_server
+    monkeypatch.setenv(KEY_ENV, KEY)
+    source = _source(base_url, requests_per_minute=0, top_logprobs=5)
+    rows = [
+        ("d", "p1", "p1|baseline", "What is the capital of Italy?", "baseline", "none", "none", 0.0),
+        ("d", "p1", "p1|reg", "Please, kindly tell me: what is the capital of Italy?", "register", "tone", "prefix", 6.0),
+        ("d", "p1", "p1|form", "Name the capital of Italy.", "structural", "form", "global", 1.0),
+        ("d", "p1", "p1|noise", "What is the  capital of Italy ?", "noise", "spacing", "global", 1.0),
+        ("d", "p2", "p2|baseline", "Name a primary colour.", "baseline", "none", "none", 0.0),
+        ("d", "p2", "p2|reg", "Name a primary colour, you fool.", "register", "tone", "suffix", -6.0),
+    ]  # fmt: skip
+    cols = ["dataset", "prompt_id", "variant_id", "text", "family", "kind", "position", "strength"]
+    filtered = write_table(pd.DataFrame(rows, columns=cols), tmp_path / "filtered.parquet")
+    encoders = check_config(yaml.safe_load(Path("config/config.yaml").read_text()))["encoders"]
+    out, cache = tmp_path / "results", tmp_path / "results" / "cache" / "api"
+
+    def run(tag):
+        with log_to(out / f"{tag}.log"):
+            generate_api_responses(
+                str(filtered), "smol-api", source, True, str(out / f"{tag}_g.parquet"),
+                str(out / f"{tag}_p.parquet"), max_new_tokens=12, cache_dir=str(cache / "smol-api"),
+            )  # fmt: skip
+            score_axes(
+                str(out / f"{tag}_g.parquet"), str(out / f"{tag}_p.parquet"), "minilm-l6", encoders["minilm-l6"],
+                str(out / f"{tag}_d.parquet"), str(out / f"{tag}_j.parquet"), "original",
+                judge_api=source, judge_cache=str(cache / "judge"), judge_name="smol-judge",
+            )  # fmt: skip
+        return pd.read_parquet(out / f"{tag}_d.parquet").set_index("variant_id"), pd.read_parquet(
+            out / f"{tag}_j.parquet"
+        )
+
+    before = _posts(server_log)
+    deltas, judged = run("first")
+    first_posts = _posts(server_log) - before
+    assert first_posts == 6 + 3  # six distinct prompts, three judged pairs
+    assert deltas["Act"].isna().all() and deltas["Prob"].isna().all()  # missing, not 0
+    assert deltas[["BLEU", "BERT", "Ent", "MR"]].notna().all().all()
+    assert judged["variant_id"].tolist() == ["p1|reg", "p1|form", "p2|reg"]
+    assert (judged["judge"] == "smol-judge").all()
+    for vid, verdict in zip(judged["variant_id"], judged["verdict"]):
+        assert deltas.loc[vid, "MR"] == verdict
+    prov = read_provenance(out / "first_d.parquet")
+    assert set(prov["unobservable_axes"]) == {"Act", "Prob"}
+
+    again, judged_again = run("second")
+    assert _posts(server_log) - before == first_posts  # the rerun sent nothing
+    pd.testing.assert_frame_equal(again, deltas)
+    pd.testing.assert_frame_equal(judged_again, judged)
+    _assert_no_key(out)

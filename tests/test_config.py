@@ -208,3 +208,21 @@ def test_shards_need_per_dataset_generate_jobs(default_config):
     assert "config key 'stability.shard_size'" in errors_of(cfg)
     cfg["stability"]["generate_jobs"] = "per_dataset"
     check_config(cfg)
+
+
+def test_model_datasets_must_name_study_models_and_datasets():
+    from shiftwork.config import reference_errors
+
+    cfg = {
+        "models": {"a": {}, "b": {}},
+        "datasets": {"x": {}, "y": {}},
+        "stability": {
+            "models": ["a"],
+            "datasets": ["x"],
+            "model_datasets": {"b": ["x"], "a": ["y"]},
+            "variants": {"structural": {"enabled": False}},
+        },
+    }
+    errors = reference_errors(cfg)
+    assert any("stability.model_datasets" in e and "'b'" in e for e in errors)
+    assert any("stability.model_datasets.a.0" in e and "'y'" in e for e in errors)

@@ -339,6 +339,9 @@ def score_axes(
     structural_baseline: str = "rewrite",
     judge_dir: str | None = None,
     judge_batch_size: int = 16,
+    judge_api: Mapping[str, Any] | None = None,
+    judge_cache: str | None = None,
+    judge_name: str | None = None,
     bleu: str = "sentence",
     bert_scale: str = "raw",
     bert_baseline: float | str = "auto",
@@ -346,15 +349,17 @@ def score_axes(
     noise_detector: str = "margin",
 ) -> None:
     """The six signed axis deltas for every variant (see :mod:`shiftwork.stability.axes`); with
-    ``judge_dir``, a prepared model judges register and form mirroring pairwise, and every judged
-    pair is written to ``out_judgments`` (an empty table without a judge). ``bleu`` is the BLEU
+    ``judge_dir`` (a prepared model) or ``judge_api`` (an ``openai_compatible`` source named
+    ``judge_name``, replies cached under ``judge_cache``), a judge decides register and form
+    mirroring pairwise, and every judged pair is written to ``out_judgments`` (an empty table
+    without a judge). ``bleu`` is the BLEU
     definition; ``bert_scale`` ``rescaled`` puts the BERT axis on the (F1 - b) / (1 - b) scale,
     b from ``bert_baseline`` (a number, or ``auto``: mismatched baseline replies, ``seed``)."""
     from shiftwork.encoders import Encoder
     from shiftwork.stability import axes as axes_mod
     from shiftwork.stability.axes import check_ranges
     from shiftwork.stability.axes import score_axes as axis_deltas
-    from shiftwork.stability.judge import judge_pairs, local_completer
+    from shiftwork.stability.judge import api_completer, judge_pairs, local_completer
 
     gens = read_table(generations_path)
     probes = read_table(probes_path)
@@ -367,8 +372,11 @@ def score_axes(
 
     judged: list[pd.DataFrame] = []
     judge_fn = None
-    if judge_dir:
-        complete = local_completer(load_prepared(judge_dir), batch_size=judge_batch_size)
+    if judge_dir or judge_api:
+        if judge_api:
+            complete = api_completer(judge_name or judge_api["model"], judge_api, judge_cache)
+        else:
+            complete = local_completer(load_prepared(judge_dir), batch_size=judge_batch_size)
 
         def judge_fn(pairs: pd.DataFrame):
             table = judge_pairs(pairs, complete)
@@ -391,7 +399,10 @@ def score_axes(
     problems = check_ranges(deltas, bleu=bleu, bert_scale=bert_scale, structural_baseline=structural_baseline)
     if problems:
         raise ValueError(f"{generations_path}: axis values out of range:\n  " + "\n  ".join(problems[:20]))
-    judge_name = read_info(judge_dir)["name"] if judge_dir else None
+    if judge_dir:
+        judge_name = read_info(judge_dir)["name"]
+    elif judge_api:
+        judge_name = judge_name or judge_api["model"]
     settings = {
         "encoder": encoder_name,
         "judge": judge_name,
@@ -521,21 +532,33 @@ def sample_prompts(name: str, spec: Mapping[str, Any], out: str, root: str = "."
 
 def rewrite_prompts(
     prompts_path: str,
-    model_dir: str,
+    model_dir: str | None,
     settings: Mapping[str, Any],
     out: str,
     cache_path: str,
     batch_size: int,
     dtype: str,
+    api: Mapping[str, Any] | None = None,
+    api_cache: str | None = None,
 ) -> None:
-    """Structural rewrites of every prompt by the rewriter model; cached by content."""
+    """Structural rewrites of every prompt by the rewriter model; cached by content. With
+    ``api`` (an ``openai_compatible`` source) the rewriter is that API model, ``model_dir`` None."""
     import json
 
     from shiftwork.inference.generation import generate_all
     from shiftwork.stability.variants.structural import messages_as_plain
 
     prompts = read_table(prompts_path, ["prompt_id", "prompt"])
-    info = read_info(model_dir)
+    if api is not None:
+        from shiftwork.inference.api import ApiSettings
+        from shiftwork.stability.api_generation import api_weight_digest
+
+        api_settings = ApiSettings.from_source(settings["rewriter"], api)
+        info = {"name": settings["rewriter"], "weight_digest": api_weight_digest(api_settings)}
+        public = api_settings.public()
+    else:
+        info = read_info(model_dir)
+        public = None
     requests = rewrite_requests(prompts, settings["lengths"], settings["form"], settings["baseline"])
     cache = read_cache(cache_path, ["cache_key", "instruction", "rewrite"])
     max_new = int(settings["max_new_tokens"])
@@ -543,6 +566,11 @@ def rewrite_prompts(
     def rewrite_fn(instructions: Sequence[str]) -> list[str]:
         # run_rewrites calls this once, with every request the cache lacks, and not at all
         # when the cache holds them all: the model loads only when it has work to do
+        if api is not None:
+            from shiftwork.inference.api import make_complete
+
+            complete = make_complete(settings["rewriter"], api, api_cache)
+            return complete([json.loads(ins) for ins in instructions], max_new)
         lm = load_prepared(model_dir, dtype)
         chats = [json.loads(ins) for ins in instructions]
         if lm.chat:
@@ -560,7 +588,12 @@ def rewrite_prompts(
         len(table) - n_new,
         time.perf_counter() - start,
     )
-    prov = make_provenance("rewrite_prompts", dict(settings), model=info["name"], weight_digest=info["weight_digest"])
+    prov = make_provenance(
+        "rewrite_prompts",
+        dict(settings) | ({"api": public} if public else {}),
+        model=info["name"],
+        weight_digest=info["weight_digest"],
+    )
     if n_new:
         write_table(merge_cache(cache, table), cache_path, prov)
     write_table(table, out, prov)
