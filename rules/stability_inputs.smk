@@ -219,6 +219,9 @@ def score_inputs(wildcards):
     }
     if JUDGE and JUDGE not in API_MODELS:
         inputs["judge"] = prepared(JUDGE)
+    axes = STABILITY["axes"]
+    if axes["bert_scale"] == "rescaled" and axes["bert_baseline"] == "gate":
+        inputs["gate_baseline"] = "results/stability/gate/baseline.parquet"
     return inputs
 
 

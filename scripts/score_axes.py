@@ -25,4 +25,5 @@ with log_to(snakemake.log[0]), claim_gpu():
         bert_baseline=snakemake.params.bert_baseline,
         seed=snakemake.params.seed,
         noise_detector=snakemake.params.noise_detector,
+        gate_baseline_path=snakemake.input.get("gate_baseline"),
     )

@@ -149,6 +149,16 @@ def reference_errors(config: Mapping[str, Any]) -> list[str]:
         for i, ds in enumerate(names or []):
             check(f"stability.model_datasets.{name}.{i}", ds, study_datasets, "stability dataset")
     axes = st.get("axes") or {}
+    gate_encoder = (st.get("gate") or {}).get("encoder")
+    if (
+        axes.get("bert_scale") == "rescaled"
+        and axes.get("bert_baseline") == "gate"
+        and axes.get("encoder", gate_encoder) != gate_encoder
+    ):
+        errors.append(
+            f"config key 'stability.axes.bert_baseline': gate takes the gate's b, estimated for encoder "
+            f"'{gate_encoder}', but the BERT axis uses '{axes.get('encoder')}'; give b as a number or auto"
+        )
     if "encoder" in axes:
         check("stability.axes.encoder", axes["encoder"], encoders, "encoder")
     if "judge" in axes:

@@ -347,6 +347,7 @@ def score_axes(
     bert_baseline: float | str = "auto",
     seed: int = 0,
     noise_detector: str = "margin",
+    gate_baseline_path: str | None = None,
 ) -> None:
     """The six signed axis deltas for every variant (see :mod:`shiftwork.stability.axes`); with
     ``judge_dir`` (a prepared model) or ``judge_api`` (an ``openai_compatible`` source named
@@ -354,7 +355,8 @@ def score_axes(
     mirroring pairwise, and every judged pair is written to ``out_judgments`` (an empty table
     without a judge). ``bleu`` is the BLEU
     definition; ``bert_scale`` ``rescaled`` puts the BERT axis on the (F1 - b) / (1 - b) scale,
-    b from ``bert_baseline`` (a number, or ``auto``: mismatched baseline replies, ``seed``)."""
+    b from ``bert_baseline`` (a number; ``auto``: mismatched baseline replies, ``seed``; ``gate``:
+    the gate's b in ``gate_baseline_path``)."""
     from shiftwork.encoders import Encoder
     from shiftwork.stability import axes as axes_mod
     from shiftwork.stability.axes import check_ranges
@@ -385,7 +387,19 @@ def score_axes(
 
     if bert_scale not in axes_mod.BERT_SCALES:
         raise ValueError(f"stability.axes.bert_scale must be one of {list(axes_mod.BERT_SCALES)}, got {bert_scale!r}")
-    rescale = axes_mod.bert_baseline(gens, bert_f1, bert_baseline, seed) if bert_scale == "rescaled" else None
+    rescale = None
+    if bert_scale == "rescaled" and bert_baseline == "gate":
+        if not gate_baseline_path:
+            raise ValueError("stability.axes.bert_baseline gate needs the gate's baseline table")
+        row = read_table(gate_baseline_path, ["b", "method", "n_pairs", "encoder"]).iloc[0]
+        if row["encoder"] != encoder_name:
+            raise ValueError(
+                f"stability.axes.bert_baseline gate: the gate's b is for encoder {row['encoder']!r}, "
+                f"the BERT axis uses {encoder_name!r}"
+            )
+        rescale = {"b": float(row["b"]), "method": f"the gate's ({row['method']})", "n_pairs": int(row["n_pairs"])}
+    elif bert_scale == "rescaled":
+        rescale = axes_mod.bert_baseline(gens, bert_f1, bert_baseline, seed)
     deltas = axis_deltas(
         gens,
         probes,
