@@ -549,3 +549,28 @@ def test_check_ranges_widens_for_anchored_structural_rows():
     assert check_ranges(table, structural_baseline="rewrite") == []
     far = pd.DataFrame([{**row, "Act": 2.5}])
     assert "outside [-2.0, 2.0]" in check_ranges(far, structural_baseline="rewrite")[0]
+
+
+def test_score_axes_step_takes_the_gates_b(tmp_path, monkeypatch):
+    import shiftwork.encoders
+    from shiftwork.stability.steps import score_axes as step
+    from shiftwork.tables import read_provenance, read_table, write_table
+
+    class FakeEncoder:
+        def __init__(self, name, spec):
+            self.f1 = lambda cands, refs: np.array([F1[c] for c in cands])
+
+    monkeypatch.setattr(shiftwork.encoders, "Encoder", FakeEncoder)
+    gens, probes, gate = tmp_path / "g.parquet", tmp_path / "p.parquet", tmp_path / "b.parquet"
+    write_table(make_generations(), gens)
+    write_table(make_probes(), probes)
+    write_table(pd.DataFrame([{"encoder": "fake", "b": 0.5, "method": "config", "n_pairs": 0}]), gate)
+    out, judged = tmp_path / "d.parquet", tmp_path / "j.parquet"
+    args = (str(gens), str(probes), "fake", {}, str(out), str(judged), "original")
+    step(*args, bert_scale="rescaled", bert_baseline="gate", gate_baseline_path=str(gate))
+    # (0.93 - 0.5) / 0.5 - 1 = -0.14
+    assert read_table(out).set_index("variant_id").loc["p1-reg", "BERT"] == pytest.approx(-0.14)
+    assert read_provenance(out)["bert_rescale"]["method"] == "the gate's (config)"
+    with pytest.raises(ValueError, match="encoder 'fake'"):
+        step(str(gens), str(probes), "other", {}, str(out), str(judged), "original", bert_scale="rescaled",
+             bert_baseline="gate", gate_baseline_path=str(gate))  # fmt: skip
