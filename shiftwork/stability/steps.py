@@ -288,35 +288,13 @@ def generate_responses(
     return stats | phase_seconds(times)
 
 
-def generate_api_responses(
-    filtered_paths: str | Sequence[str],
-    model_name: str,
-    source: Mapping[str, Any],
-    chat: bool,
-    out_generations: str | Sequence[str],
-    out_probes: str | Sequence[str],
-    max_new_tokens: int,
-    cache_dir: str,
-    shard: int = 0,
-    n_shards: int = 1,
-) -> dict[str, Any]:
-    """Rule generate for a model served over an OpenAI-compatible API: the same generations
-    table, and probes with the axes an API cannot observe (Act, Prob) missing; see
-    :mod:`shiftwork.stability.api_generation`."""
+def generate_api_responses(*args: Any, **kwargs: Any) -> dict[str, Any]:
+    """Rule generate_api_responses: a model behind an OpenAI-compatible API, the same generations
+    table and probes with what an API cannot observe missing; arguments and tables as
+    :func:`shiftwork.stability.api_generation.generate_api_responses`."""
     from shiftwork.stability.api_generation import generate_api_responses as run
 
-    return run(
-        filtered_paths,
-        model_name,
-        source,
-        chat,
-        out_generations,
-        out_probes,
-        max_new_tokens,
-        cache_dir,
-        shard=shard,
-        n_shards=n_shards,
-    )
+    return run(*args, **kwargs)
 
 
 def phase_seconds(times: Mapping[str, float]) -> dict[str, float]:
