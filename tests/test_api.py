@@ -398,7 +398,7 @@ def test_judge_and_rewriter_callable_over_the_api(api_server, tmp_path, monkeypa
     # repeats the first), then the same table again from the cache
     judge = api_completer("smol-api", _source(base_url, requests_per_minute=0, top_logprobs=0), tmp_path / "judge")
     row = ("register", "tone", 8.0, "Name a planet.", "Mars.", "Please, name a planet.", "Mars, thank you!")
-    other = ("structural", "form", 1.0, "Which planet is red?", "Mars.", "Name the red planet.", "Mars.")
+    other = ("structural", "form", 1.0, "Which planet is red?", "Mars.", "Name the red planet.", "It is Mars.")
     pairs = pd.DataFrame([row, other, row], columns=["family", "kind", "strength", "original_prompt",
                                                      "original_reply", "variant_prompt", "variant_reply"])  # fmt: skip
     before = _posts(server_log)
@@ -471,7 +471,8 @@ def test_api_model_scored_with_an_api_judge_then_rerun_from_the_cache(api_server
     before = _posts(server_log)
     deltas, judged = run("first")
     first_posts = _posts(server_log) - before
-    assert first_posts == 6 + 3  # six distinct prompts, three judged pairs
+    # six distinct prompts, and the judged pairs whose reply changed
+    assert first_posts == 6 + int(judged["asked"].sum())
     assert deltas["Act"].isna().all() and deltas["Prob"].isna().all()  # missing, not 0
     assert deltas[["BLEU", "BERT", "Ent", "MR"]].notna().all().all()
     assert judged["variant_id"].tolist() == ["p1|reg", "p1|form", "p2|reg"]

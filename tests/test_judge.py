@@ -48,10 +48,15 @@ def test_judge_pairs_asks_each_distinct_prompt_once_and_counts_unparsed_as_no():
         calls.append(list(prompts))
         return ["YES" if "blunter" in p else "I am not sure" for p in prompts]
 
-    out = judge_pairs(_pairs(), complete)
+    unchanged = pd.DataFrame(
+        [("register", "tone", 4.0, "Q?", "Fine.", "Please, Q?", " Fine.\n")], columns=_pairs().columns
+    )
+    out = judge_pairs(pd.concat([_pairs(), unchanged], ignore_index=True), complete)
     assert len(calls) == 1 and len(calls[0]) == 2  # two identical register pairs, one form pair
-    assert out["verdict"].tolist() == [1, 1, 0]
-    assert out["parsed"].tolist() == [True, True, False]
+    assert out["verdict"].tolist() == [1, 1, 0, 0]
+    assert out["parsed"].tolist() == [True, True, False, True]
+    # the unchanged reply is NO without asking
+    assert out["asked"].tolist() == [True, True, True, False] and out["answer"].iloc[3] == ""
     with pytest.raises(ValueError, match="answers"):
         judge_pairs(_pairs(), lambda prompts: ["YES"])
 

@@ -104,9 +104,12 @@ def is_judged(family: str, kind: str) -> bool:
 
 
 def judge_pairs(pairs: pd.DataFrame, complete: Complete) -> pd.DataFrame:
-    """``pairs`` (columns :data:`PAIR_COLUMNS`) with ``judge_prompt``, ``answer``, ``verdict``
-    (0/1) and ``parsed``. Each distinct judge prompt is asked once; an answer with neither YES nor
-    NO counts as NO (the judge is told to answer NO when unsure) and has ``parsed`` False."""
+    """``pairs`` (columns :data:`PAIR_COLUMNS`) with ``judge_prompt``, ``asked``, ``answer``,
+    ``verdict`` (0/1) and ``parsed``. Each distinct judge prompt is asked once; an answer with
+    neither YES nor NO counts as NO (the judge is told to answer NO when unsure) and has
+    ``parsed`` False. A variant reply equal to the original reply (surrounding whitespace aside)
+    has not moved at all: it is NO without asking (``asked`` False, ``answer`` empty), since a
+    weak judge answers YES to such pairs about as often as to any other."""
     missing = [c for c in PAIR_COLUMNS if c not in pairs.columns]
     if missing:
         raise ValueError(f"judge pairs are missing column(s) {missing}")
@@ -115,13 +118,14 @@ def judge_pairs(pairs: pd.DataFrame, complete: Complete) -> pd.DataFrame:
         judge_prompt(r.kind, r.strength, r.original_prompt, r.original_reply, r.variant_prompt, r.variant_reply)
         for r in out.itertuples(index=False)
     ]
-    unique = list(dict.fromkeys(out["judge_prompt"]))
+    out["asked"] = [a.strip() != b.strip() for a, b in zip(out["original_reply"], out["variant_reply"])]
+    unique = list(dict.fromkeys(out.loc[out["asked"], "judge_prompt"]))
     answers = complete(unique) if unique else []
     if len(answers) != len(unique):
         raise ValueError(f"judge returned {len(answers)} answers for {len(unique)} prompts")
     by_prompt = dict(zip(unique, answers))
-    out["answer"] = [by_prompt[p] for p in out["judge_prompt"]]
-    verdicts = [parse_verdict(a) for a in out["answer"]]
+    out["answer"] = [by_prompt[p] if asked else "" for p, asked in zip(out["judge_prompt"], out["asked"])]
+    verdicts = [parse_verdict(a) if asked else 0 for a, asked in zip(out["answer"], out["asked"])]
     out["parsed"] = [v is not None for v in verdicts]
     out["verdict"] = np.array([v or 0 for v in verdicts], dtype=np.int64)
     return out
