@@ -127,9 +127,10 @@ def test_variants_and_gate_values(run_dir):
     from shiftwork.encoders import encoder_model_type
 
     variants = pd.read_parquet(run_dir / "results/stability/variants/tiny.parquet")
-    # 3 prompts x (baseline + 2 register + 1 noise + 2 structural)
-    assert len(variants) == 18
-    assert variants.groupby("family").size().to_dict() == {"baseline": 3, "noise": 3, "register": 6, "structural": 6}
+    # 3 prompts x (baseline + 2 register + 1 noise + 4 structural: 2x and its 1.0x anchor, the
+    # imperative rewrite and its interrogative anchor)
+    assert len(variants) == 24
+    assert variants.groupby("family").size().to_dict() == {"baseline": 3, "noise": 3, "register": 6, "structural": 12}
 
     base = pd.read_parquet(run_dir / "results/stability/gate/baseline.parquet").iloc[0]
     cfg = yaml.safe_load((run_dir / "config" / "config.yaml").read_text())
@@ -164,7 +165,7 @@ def test_rerun_does_nothing_and_rewrites_come_from_cache(run_dir):
     proc = snakemake(run_dir, "results/stability/rewrites/tiny.parquet")
     assert proc.returncode == 0, proc.stderr[-3000:]
     log = (run_dir / "logs/rewrite_prompts/tiny.log").read_text()
-    assert "0 generated, 6 from cache" in log
+    assert "0 generated, 12 from cache" in log
     after = pd.read_parquet(run_dir / "results/stability/rewrites/tiny.parquet")
     assert after["rewrite"].tolist() == before["rewrite"].tolist()
     # same content: mark the downstream outputs current again for the tests that follow
@@ -204,15 +205,21 @@ def test_stability_values(run_dir):
     deltas = pd.read_parquet(res / "deltas/smollm2-135m-instruct/tiny.parquet")
     base = deltas[deltas["family"] == "baseline"]
     assert (base[list(AXES)] == 0).all().all()
-    assert deltas["Act"].between(-2, 0).all() and deltas["BLEU"].between(-100, 0).all()
-    assert (deltas["BERT"] <= 1e-6).all()
-    # same response as r_0 -> BLEU and BERT exactly 0
+    # the anchors (1.0x length, interrogative form) are not variants
+    anchors = {"length|global|1", "form|global|-1"}
+    assert not deltas["variant_id"].str.split("|", n=2).str[2].isin(anchors).any()
+    against_original = deltas[deltas["family"] != "structural"]
+    assert against_original["Act"].between(-2, 0).all() and against_original["BLEU"].between(-100, 0).all()
+    assert (against_original["BERT"] <= 1e-6).all()
+    # same response as r_0 (as the anchor's, for a structural variant) -> BLEU and BERT exactly 0
     same = deltas[~deltas["flipped"]]
     assert (same[["BLEU", "BERT"]] == 0).all().all()
-    # Prob recomputed from the probe table
+    # Prob recomputed from the probe table: against the baseline, or against the anchor rewrite
     probes = pd.read_parquet(res / "probes/smollm2-135m-instruct/tiny.parquet").set_index("variant_id")
     for row in deltas.itertuples():
         b = f"{row.prompt_id}|baseline|none|none|0"
+        if row.family == "structural":
+            b = f"{row.prompt_id}|structural|{row.kind}|global|{1 if row.kind == 'length' else -1}"
         assert row.Prob == pytest.approx(probes.loc[row.variant_id, "logprob"] - probes.loc[b, "logprob"], abs=1e-9)
     # per-prompt RMS, by hand from the deltas
     per_prompt = pd.read_parquet(res / "stats/per_prompt.parquet").set_index("prompt_id")
@@ -257,7 +264,7 @@ def test_changing_eps_reruns_only_statistics(run_dir):
         cfg["stability"]["statistics"] = {"eps": [0.02, 0.05], "primary_eps": 0.05}
         cfg_path.write_text(yaml.safe_dump(cfg))
         assert planned_jobs(run_dir) == {"aggregate_stability", "report_stability", "all"}
-        cfg["stability"]["axes"] = {"R": {"Act": 1, "BLEU": 100, "BERT": 1, "Ent": 10, "Prob": 250, "MR": 1}}
+        cfg["stability"]["axes"]["R"] = {"Act": 1, "BLEU": 100, "BERT": 1, "Ent": 10, "Prob": 250, "MR": 1}
         cfg_path.write_text(yaml.safe_dump(cfg))
         assert planned_jobs(run_dir) == {"aggregate_stability", "report_stability", "all"}
     finally:

@@ -322,7 +322,15 @@ def score_axes(
         rows, anchors, is_anchor = _anchor_rows(df)
         for arr in (act, bleu_delta, bert, prob, ent, mr):
             arr[rows] = arr[rows] - arr[anchors]
-        flipped[rows] = [r_v[i].strip() != r_v[j].strip() for i, j in zip(rows, anchors)]
+        # the same reply (input) as the anchor's gives exactly 0, as against the original
+        same_reply = np.array([r_v[i].strip() == r_v[j].strip() for i, j in zip(rows, anchors)], dtype=bool)
+        inputs = df["model_input"].to_numpy()
+        same_in = inputs[rows] == inputs[anchors]
+        for arr in (bleu_delta, bert):
+            arr[rows[same_reply]] = 0.0
+        for arr in (act, prob, ent):
+            arr[rows[same_in & ~np.isnan(arr[rows])]] = 0.0
+        flipped[rows] = ~same_reply
         keep[is_anchor] = False
     elif structural_baseline not in BASELINES:
         raise ValueError(f"structural_baseline must be one of {BASELINES}, got {structural_baseline!r}")
