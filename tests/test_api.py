@@ -487,3 +487,37 @@ def test_api_model_scored_with_an_api_judge_then_rerun_from_the_cache(api_server
     pd.testing.assert_frame_equal(again, deltas)
     pd.testing.assert_frame_equal(judged_again, judged)
     _assert_no_key(out)
+
+
+@pytest.mark.model
+def test_rewriter_over_the_api(api_server, tmp_path, monkeypatch):
+    """The structural rewriter behind an API: the method's anchors and rewrites for two prompts,
+    the API key in no output, and a second run served from the rewrite cache."""
+    from shiftwork.stability.steps import rewrite_prompts
+
+    base_url, server_log = api_server
+    monkeypatch.setenv(KEY_ENV, KEY)
+    source = _source(base_url, requests_per_minute=0, top_logprobs=0)
+    prompts = write_table(
+        pd.DataFrame({"prompt_id": ["a", "b"], "prompt": ["Why is the sky blue?", "Name a prime number."]}),
+        tmp_path / "prompts.parquet",
+    )
+    settings = {"rewriter": "smol-api", "lengths": [2], "form": True, "baseline": "rewrite", "max_new_tokens": 16}
+    out = tmp_path / "out"
+
+    def run(tag):
+        with log_to(out / f"{tag}.log"):
+            rewrite_prompts(str(prompts), None, settings, str(out / f"{tag}.parquet"), str(out / "cache.parquet"),
+                            8, "auto", api=source, api_cache=str(out / "api"))  # fmt: skip
+        return pd.read_parquet(out / f"{tag}.parquet")
+
+    before = _posts(server_log)
+    first = run("first")
+    assert _posts(server_log) - before == 8  # (1.0x, 2x, question, command) x 2 prompts
+    assert sorted(zip(first["kind"], first["strength"]))[:4] == [("form", -1.0)] * 2 + [("form", 1.0)] * 2
+    assert (first["rewrite"].str.len() > 0).all()
+    again = run("second")
+    assert _posts(server_log) - before == 8
+    assert again["rewrite"].tolist() == first["rewrite"].tolist()
+    assert read_provenance(out / "first.parquet")["settings"]["api"]["api_key_env"] == KEY_ENV
+    _assert_no_key(out)
