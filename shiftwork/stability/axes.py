@@ -184,9 +184,10 @@ def score_axes(
     """One row per variant (baselines included) with the six signed deltas and a ``flipped`` flag.
 
     ``noise_detector`` picks the surface-noise mirroring rule (see
-    :func:`shiftwork.stability.mirroring.mirroring`). ``bleu`` picks the BLEU definition (see :func:`bleu_score`); with ``bert_b`` the BERT axis is
-    :func:`rescaled_bert_delta` of the F1 with that baseline, else the raw F1 - 1. An axis whose
-    probe column is missing on every row comes out NaN on every row (see the module docstring).
+    :func:`shiftwork.stability.mirroring.mirroring`). ``bleu`` picks the BLEU definition (see
+    :func:`bleu_score`); with ``bert_b`` the BERT axis is :func:`rescaled_bert_delta` of the F1
+    with that baseline, else the raw F1 - 1. An axis whose probe column is missing on every row
+    comes out NaN on every row (see the module docstring).
 
     ``bert_f1(candidates, references)`` returns BERTScore F1 per pair; it is called once, with
     every (r_v, r_0) pair whose stripped texts differ, and not at all if there is none.
@@ -207,6 +208,8 @@ def score_axes(
     """
     if bleu not in BLEU_DEFINITIONS:
         raise ValueError(f"stability.axes.bleu must be one of {list(BLEU_DEFINITIONS)}, got {bleu!r}")
+    if structural_baseline not in BASELINES:
+        raise ValueError(f"structural_baseline must be one of {BASELINES}, got {structural_baseline!r}")
     _require(generations, GENERATION_COLUMNS, "generations")
     _require(probes, PROBE_COLUMNS, "probes")
 
@@ -328,12 +331,11 @@ def score_axes(
         same_in = inputs[rows] == inputs[anchors]
         for arr in (bleu_delta, bert):
             arr[rows[same_reply]] = 0.0
-        for arr in (act, prob, ent):
-            arr[rows[same_in & ~np.isnan(arr[rows])]] = 0.0
+        for axis, arr in (("Act", act), ("Prob", prob), ("Ent", ent)):
+            if observable[axis]:
+                arr[rows[same_in]] = 0.0
         flipped[rows] = ~same_reply
         keep[is_anchor] = False
-    elif structural_baseline not in BASELINES:
-        raise ValueError(f"structural_baseline must be one of {BASELINES}, got {structural_baseline!r}")
 
     out = df[META_COLUMNS].copy()
     out["Act"], out["BLEU"], out["BERT"] = act, bleu_delta, bert

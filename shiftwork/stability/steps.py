@@ -331,10 +331,9 @@ def score_axes(
     ``judge_dir`` (a prepared model) or ``judge_api`` (an ``openai_compatible`` source named
     ``judge_name``, replies cached under ``judge_cache``), a judge decides register and form
     mirroring pairwise, and every judged pair is written to ``out_judgments`` (an empty table
-    without a judge). ``bleu`` is the BLEU
-    definition; ``bert_scale`` ``rescaled`` puts the BERT axis on the (F1 - b) / (1 - b) scale,
-    b from ``bert_baseline`` (a number; ``auto``: mismatched baseline replies, ``seed``; ``gate``:
-    the gate's b in ``gate_baseline_path``)."""
+    without a judge). ``bleu`` is the BLEU definition; ``bert_scale`` ``rescaled`` puts the BERT
+    axis on the (F1 - b) / (1 - b) scale, b from ``bert_baseline`` (a number; ``auto``:
+    mismatched baseline replies, ``seed``; ``gate``: the gate's b in ``gate_baseline_path``)."""
     from shiftwork.encoders import Encoder
     from shiftwork.stability import axes as axes_mod
     from shiftwork.stability.axes import check_ranges
@@ -350,11 +349,15 @@ def score_axes(
         enc = encoder.setdefault("e", Encoder(encoder_name, encoder_spec))
         return enc.f1(cands, refs)
 
+    if judge_dir:
+        judge_name = read_info(judge_dir)["name"]
+    elif judge_api:
+        judge_name = judge_name or judge_api["model"]
     judged: list[pd.DataFrame] = []
     judge_fn = None
     if judge_dir or judge_api:
         if judge_api:
-            complete = api_completer(judge_name or judge_api["model"], judge_api, judge_cache)
+            complete = api_completer(judge_name, judge_api, judge_cache)
         else:
             complete = local_completer(load_prepared(judge_dir), batch_size=judge_batch_size)
 
@@ -391,10 +394,6 @@ def score_axes(
     problems = check_ranges(deltas, bleu=bleu, bert_scale=bert_scale, structural_baseline=structural_baseline)
     if problems:
         raise ValueError(f"{generations_path}: axis values out of range:\n  " + "\n  ".join(problems[:20]))
-    if judge_dir:
-        judge_name = read_info(judge_dir)["name"]
-    elif judge_api:
-        judge_name = judge_name or judge_api["model"]
     settings = {
         "encoder": encoder_name,
         "judge": judge_name,
