@@ -32,7 +32,8 @@ def predict(
     for batch in length_sorted_batches(lengths, batch_size):
         enc = tok([prompts[i] for i in batch], return_tensors="pt", padding=True).to(device)
         with torch.inference_mode():
-            logits = model(**enc).logits[:, -1, :]
+            # the output head only at the last position: the verbaliser's logits are all we read
+            logits = model(**enc, logits_to_keep=1).logits[:, -1, :]
         scores[batch] = logits[:, vocab.to(logits.device)].float().cpu().numpy()
     pred = [labels[k] for k in scores.argmax(1)]
     out = examples[["example_id", "set", "label"]].copy()

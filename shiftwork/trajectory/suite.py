@@ -19,7 +19,17 @@ import pandas as pd
 from shiftwork.seeding import rng_for
 
 LABELS: tuple[str, ...] = ("entailment", "not_entailment")
-SHIFTS: tuple[str, ...] = ("lexical_overlap", "negation", "noise", "long_nested", "unseen_topic")
+SHIFTS: tuple[str, ...] = (
+    "lexical_overlap",
+    "negation",
+    "noise",
+    "long_nested",
+    "unseen_topic",
+    "overlap_entailed",
+    "overlap_non_entailed",
+    "typos",
+    "casing",
+)
 COLUMNS: list[str] = ["example_id", "split", "set", "premise", "hypothesis", "label"]
 ENT, NOT = LABELS
 
@@ -280,6 +290,21 @@ def make_noise(rng: np.random.Generator, label: str) -> Pair:
     return Pair(noisy[0], noisy[1], (clean.premise, clean.hypothesis))
 
 
+def make_typos(rng: np.random.Generator, label: str) -> Pair:
+    """Typos: a fresh ID example with typos in 1-3 words of premise and hypothesis, casing untouched."""
+    clean = make_id(rng, label)
+    noisy = [add_noise(t, rng, _n_typos(rng, t), casing_rate=0.0) for t in clean[:2]]
+    return Pair(noisy[0], noisy[1], (clean.premise, clean.hypothesis))
+
+
+def make_casing(rng: np.random.Generator, label: str) -> Pair:
+    """Casing: a fresh ID example whose words are each recased (upper, lower or capitalised) with
+    probability 0.5, spelling untouched."""
+    clean = make_id(rng, label)
+    noisy = [add_noise(t, rng, 0, casing_rate=0.5) for t in clean[:2]]
+    return Pair(noisy[0], noisy[1], (clean.premise, clean.hypothesis))
+
+
 def make_long_nested(rng: np.random.Generator, label: str) -> Pair:
     """Long nested: 20+ word premises with a relative clause plus a conjunction and a clausal complement.
 
@@ -318,16 +343,32 @@ MAKERS: dict[str, Callable[[np.random.Generator, str], Pair]] = {
     "noise": make_noise,
     "long_nested": make_long_nested,
     "unseen_topic": make_unseen_topic,
+    # HANS reports its lexical-overlap items by gold label: a model that leans on "every hypothesis
+    # word is in the premise, so entailment" gains on the first and loses on the second
+    "overlap_entailed": make_lexical_overlap,
+    "overlap_non_entailed": make_lexical_overlap,
+    "typos": make_typos,
+    "casing": make_casing,
 }
+SET_LABELS: dict[str, tuple[str, ...]] = {"overlap_entailed": (ENT,), "overlap_non_entailed": (NOT,)}
+"""Sets that hold one gold label; every other set alternates the labels (balanced)."""
+# sets whose rows are noisy copies of fresh ID examples: their clean premises avoid the ID rows'
+FROM_ID: frozenset[str] = frozenset({"noise", "typos", "casing"})
 
 
 def _fill(
-    rng: np.random.Generator, n: int, make: Callable[[np.random.Generator, str], Pair], used: set, by_premise: bool
+    rng: np.random.Generator,
+    n: int,
+    make: Callable[[np.random.Generator, str], Pair],
+    used: set,
+    by_premise: bool,
+    labels: Sequence[str] = LABELS,
 ) -> list[tuple[Pair, str]]:
-    """``n`` label-balanced examples with keys (clean premise, or the pair) not in ``used``; then shuffled."""
+    """``n`` examples cycling through ``labels`` with keys (clean premise, or the pair) not in ``used``;
+    then shuffled."""
     rows = []
     for k in range(n):
-        label = LABELS[k % 2]
+        label = labels[k % len(labels)]
         for _ in range(1000):
             pair = make(rng, label)
             clean = pair.source or (pair.premise, pair.hypothesis)
@@ -361,8 +402,9 @@ def generate_suite(n_train: int, n_test: int, seed: int, ood_sets: Sequence[str]
     id_used: set = set()
     records = []
     for name, split, n in [("id", "train", n_train), ("id", "test", n_test), *((s, "test", n_test) for s in ood_sets)]:
-        used = id_used if name == "id" else set(id_used) if name == "noise" else set()
-        rows = _fill(rng_for(seed, "suite", name, split), n, MAKERS[name], used, name in ("id", "noise"))
+        used = id_used if name == "id" else set(id_used) if name in FROM_ID else set()
+        labels = SET_LABELS.get(name, LABELS)
+        rows = _fill(rng_for(seed, "suite", name, split), n, MAKERS[name], used, name == "id" or name in FROM_ID, labels)
         records += [
             (f"{name}-{split}-{i:05d}", split, name, pair.premise, pair.hypothesis, label)
             for i, (pair, label) in enumerate(rows, start=1)
