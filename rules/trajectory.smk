@@ -69,6 +69,7 @@ rule collect_scores:
         predictions=all_predictions,
     output:
         scores="results/trajectory/scores.parquet",
+        item_table="results/trajectory/items.parquet",
     log:
         "logs/collect_scores.log",
     conda:
@@ -80,9 +81,11 @@ rule collect_scores:
 rule analyse_trajectory:
     input:
         scores="results/trajectory/scores.parquet",
+        item_table="results/trajectory/items.parquet",
     output:
         pairs="results/trajectory/pairs.parquet",
         summary="results/trajectory/summary.parquet",
+        label_bias="results/trajectory/label_bias.parquet",
         report="results/trajectory/report.md",
         figures=trajectory_figures(),
     log:
@@ -92,6 +95,9 @@ rule analyse_trajectory:
     params:
         alpha=TRAJECTORY["analysis"]["alpha"],
         spline_df=TRAJECTORY["analysis"]["spline_df"],
+        method=TRAJECTORY["analysis"]["method"],
+        gam_df=TRAJECTORY["analysis"]["gam_df"],
+        bootstrap=TRAJECTORY["analysis"]["bootstrap"],
     script:
         "../scripts/analyse_trajectory.py"
 
@@ -101,3 +107,4 @@ rule trajectory:
         "results/trajectory/report.md",
         "results/trajectory/pairs.parquet",
         "results/trajectory/summary.parquet",
+        "results/trajectory/label_bias.parquet",

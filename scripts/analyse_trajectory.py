@@ -6,10 +6,19 @@ from shiftwork.trajectory.steps import analyse_trajectory
 with log_to(snakemake.log[0]):
     analyse_trajectory(
         snakemake.input.scores,
-        snakemake.params.alpha,
-        snakemake.params.spline_df,
-        snakemake.output.pairs,
-        snakemake.output.summary,
-        snakemake.output.report,
+        snakemake.input.item_table,
+        {
+            "alpha": snakemake.params.alpha,
+            "spline_df": snakemake.params.spline_df,
+            "method": snakemake.params.method,
+            "gam_df": snakemake.params.gam_df,
+            "bootstrap": snakemake.params.bootstrap,
+        },
+        {
+            "pairs": snakemake.output.pairs,
+            "summary": snakemake.output.summary,
+            "label_bias": snakemake.output.label_bias,
+            "report": snakemake.output.report,
+        },
         str(Path(snakemake.output.figures[0]).parent),
     )

@@ -186,9 +186,43 @@ def test_an_absent_study_section_reads_as_nothing_to_run():
         "suites": {},
         "runs": {},
         "eval_batch_size": 32,
-        "analysis": {"alpha": 0.05, "spline_df": 3},
+        "analysis": {
+            "alpha": 0.05,
+            "spline_df": 3,
+            "method": "gam",
+            "gam_df": 10,
+            "bootstrap": {"resamples": 1000, "seed": 0},
+        },
     }
     assert empty_section("organisms")["evaluation"]["samples"] == 4
+
+
+def test_trajectory_analysis_defaults_are_the_config_yaml_values(default_config, root):
+    # the schema's defaults and config.yaml state the same analysis; paper.yaml too
+    cfg = copy.deepcopy(default_config)
+    stated = cfg["trajectory"].pop("analysis")
+    assert with_defaults(cfg)["trajectory"]["analysis"] == stated
+    with open(root / "config" / "paper.yaml") as fh:
+        assert yaml.safe_load(fh)["trajectory"]["analysis"] == stated
+    cfg["trajectory"]["analysis"] = {"bootstrap": {"seed": 4}}
+    assert with_defaults(cfg)["trajectory"]["analysis"]["bootstrap"] == {"resamples": 1000, "seed": 4}
+
+
+@pytest.mark.parametrize(
+    "key, value, word",
+    [
+        ("method", "quadratic", "expected one of"),
+        ("gam_df", 3, "3"),
+        ("bootstrap", {"resamples": -1, "seed": 0}, "-1"),
+        ("bootstrap", {"resample": 10}, "'resample'"),
+    ],
+)
+def test_trajectory_analysis_settings_are_checked(default_config, key, value, word):
+    cfg = copy.deepcopy(default_config)
+    cfg["trajectory"]["analysis"][key] = value
+    msg = errors_of(cfg)
+    assert f"trajectory.analysis.{key}" in msg
+    assert word in msg
 
 
 def test_rules_state_no_config_default(root):

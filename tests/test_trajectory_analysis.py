@@ -15,7 +15,9 @@ import pingouin as pg
 import pytest
 from scipy import stats as sps
 
+from shiftwork.seeding import rng_for
 from shiftwork.trajectory import analysis as ana
+from shiftwork.trajectory import gam as ana_gam
 from shiftwork.trajectory import report as rep
 from shiftwork.trajectory.analysis import AnalysisError
 
@@ -438,3 +440,423 @@ def test_heatmap_draws_undefined_cells_and_a_single_run_curve(tmp_path):
     rep.curve_plot(scores, tmp_path / "c.png", tmp_path / "c.svg")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["c.png", "c.svg", "h.png", "h.svg"]
     assert (tmp_path / "h.png").read_bytes().startswith(PNG_MAGIC)
+
+
+# --------------------------------------------------------------------------- 7. GAM control
+
+X30 = np.linspace(0.0, 3.0, 30)
+NOISE30 = np.random.default_rng(0).normal(0.0, 0.05, 30)  # small, fixed
+
+
+def library_gam(y: np.ndarray, x: np.ndarray, df: int = 10):
+    """statsmodels directly: BSplines of x rescaled to [0, 1], an intercept, one GLMGam fit per
+    grid weight, the fit with the smallest results.gcv (perfect fits skipped)."""
+    from statsmodels.gam.api import BSplines, GLMGam
+    from statsmodels.tools.sm_exceptions import PerfectSeparationError
+
+    z = (x - x.min()) / (x.max() - x.min())
+    smoother = BSplines(z[:, None], df=[df], degree=[3])
+    fits = []
+    for alpha in ana_gam.GAM_ALPHAS:
+        try:
+            res = GLMGam(y, exog=np.ones((len(y), 1)), smoother=smoother, alpha=[alpha]).fit()
+        except PerfectSeparationError:
+            continue
+        fits.append((float(res.gcv), float(alpha), res))
+    return min(fits, key=lambda f: f[0])
+
+
+def test_residualise_gam_is_statsmodels_glmgam_with_the_gcv_penalty():
+    y = np.sin(2.0 * X30) + NOISE30
+    gcv, alpha, res = library_gam(y, X30)
+    fit = ana_gam.gam_fit(y, X30)
+    assert fit.alpha == alpha and fit.df == 10
+    assert fit.gcv == pytest.approx(gcv, rel=1e-9)
+    assert fit.edf == pytest.approx(float(res.hat_matrix_trace), rel=1e-9)
+    np.testing.assert_allclose(ana.residualise(y, X30, kind="gam"), res.resid_response, atol=1e-9)
+    # the chosen penalty is inside the grid, not at either end: GCV really chose it
+    assert ana_gam.GAM_ALPHAS[0] < alpha < ana_gam.GAM_ALPHAS[-1]
+    # a sine over a period is far from a straight line (edf 2) and far from unpenalised (10)
+    assert 4.0 < fit.edf < 9.0
+    # the residuals are about the noise: the smooth took the curve out
+    assert np.std(fit.resid) < 1.5 * np.std(NOISE30)
+    assert np.std(ana.residualise(y, X30, kind="linear")) > 5 * np.std(NOISE30)
+
+
+def test_gam_penalty_goes_to_a_straight_line_for_a_line():
+    zigzag = 0.01 * (-1.0) ** np.arange(30)  # as wiggly as noise can be
+    y = 0.2 + 0.5 * X30 + zigzag
+    fit = ana_gam.gam_fit(y, X30)
+    assert fit.edf < 2.05
+    assert fit.alpha >= 1.0
+    np.testing.assert_allclose(fit.resid, ana.residualise(y, X30, kind="linear"), atol=1e-4)
+    # an exact line: nothing left, and the fit is the straight line itself
+    exact = ana_gam.gam_fit(0.2 + 0.5 * X30, X30)
+    assert exact.edf == 2.0 and math.isinf(exact.alpha) and np.max(np.abs(exact.resid)) < 1e-12
+    # 4 checkpoints: too few for a cubic basis (n - 1 = 3 functions): the straight line
+    x4 = np.array([0.1, 0.3, 0.4, 0.7])
+    np.testing.assert_allclose(
+        ana.residualise(x4**2, x4, kind="gam"), ana.residualise(x4**2, x4, kind="linear"), atol=1e-14
+    )
+    with pytest.raises(AnalysisError, match="gam_df must be an integer >= 4"):
+        ana.residualise(y, X30, kind="gam", df=3)
+
+
+def test_penalised_residuals_at_a_fixed_weight_are_glmgams():
+    """The bootstrap's closed form (X'X + 2 alpha S)^-1 X'y is GLMGam's fit at that weight."""
+    from statsmodels.gam.api import GLMGam
+
+    y = np.column_stack([np.sin(2.0 * X30) + NOISE30, np.cos(X30) - NOISE30])
+    smoother, _, _ = ana_gam.gam_design(X30, 8)
+    for alpha in (1e-4, 0.1, 30.0):
+        got = ana_gam.penalised_residuals(y, X30, 8, np.array([alpha, alpha]))
+        for j in range(2):
+            res = GLMGam(y[:, j], exog=np.ones((30, 1)), smoother=smoother, alpha=[alpha]).fit()
+            np.testing.assert_allclose(got[:, j], res.resid_response, atol=1e-7)
+
+
+def test_gam_columns_of_the_pair_table():
+    table = quadratic_table()
+    row = ana.pair_table(to_scores(table, "id")).iloc[0]
+    z = table["id"].to_numpy()
+    fa = ana_gam.gam_fit(table["a"].to_numpy(), z)
+    fb = ana_gam.gam_fit(table["b"].to_numpy(), z)
+    assert row["edf_gam"] == pytest.approx(max(fa.edf, fb.edf), rel=1e-12)
+    assert row["r_gam"] == pytest.approx(np.corrcoef(fa.resid, fb.resid)[0, 1], abs=1e-12)
+    assert row["r_gam"] == pytest.approx(
+        np.corrcoef(ana.residualise(table["a"], z, kind="gam"), ana.residualise(table["b"], z, kind="gam"))[0, 1],
+        abs=1e-12,
+    )
+    # dof = n - 1 - edf_gam, not an integer
+    dof = 12 - 1 - row["edf_gam"]
+    r = row["r_gam"]
+    assert row["p_gam"] == pytest.approx(2 * sps.t.sf(abs(r) * math.sqrt(dof / (1 - r * r)), dof), rel=1e-9)
+    # like the spline, the GAM takes the shared curvature out that the linear control leaves in
+    assert row["r_partial"] > 0.9 and abs(row["r_gam"]) < 0.3 and row["p_gam"] > 0.3
+    assert row["edf_gam"] > 2.5
+
+
+def test_gam_holm_bh_and_the_primary_method_decide_the_sign():
+    table = sign_table(flip=1.0)
+    scores = to_scores(table, "id")
+    gam = ana.pair_table(scores, method="gam")
+    p = gam["p_gam"].to_numpy()
+    np.testing.assert_allclose(gam["p_gam_holm"].to_numpy(), pg.multicomp(p, method="holm")[1], rtol=1e-12)
+    np.testing.assert_allclose(gam["p_gam_bh"].to_numpy(), pg.multicomp(p, method="fdr_bh")[1], rtol=1e-12)
+    assert (gam["method"] == "gam").all()
+    np.testing.assert_array_equal(gam["r_primary"].to_numpy(), gam["r_gam"].to_numpy())
+    np.testing.assert_array_equal(gam["p_primary_holm"].to_numpy(), gam["p_gam_holm"].to_numpy())
+    np.testing.assert_array_equal(gam["p_primary_bh"].to_numpy(), gam["p_gam_bh"].to_numpy())
+    for r in gam.itertuples():
+        expected = "null" if not r.p_gam_holm < 0.05 else ("positive" if r.r_gam > 0 else "negative")
+        assert r.sign == expected
+    linear = ana.pair_table(scores)  # the default stays the linear partial correlation
+    assert (linear["method"] == "linear").all()
+    np.testing.assert_array_equal(linear["r_primary"].to_numpy(), linear["r_partial"].to_numpy())
+    np.testing.assert_array_equal(linear["p_primary"].to_numpy(), linear["p_partial"].to_numpy())
+    # a shared quadratic ID effect: the linear control calls it positive, the GAM null
+    quad = to_scores(quadratic_table(), "id")
+    assert ana.pair_table(quad, method="linear")["sign"].tolist() == ["positive"]
+    assert ana.pair_table(quad, method="gam")["sign"].tolist() == ["null"]
+    assert ana.summary(ana.pair_table(quad, method="gam"))["share_null"].tolist() == [1.0]
+    with pytest.raises(AnalysisError, match=r"method must be one of \['linear', 'gam'\], got 'cubic'"):
+        ana.pair_table(scores, method="cubic")
+
+
+# --------------------------------------------------------------------------- 8. item bootstrap
+
+
+def items_frame(patterns: dict[str, list[list[int]]], run: str = "r1", model: str = "m1", step: int = 10):
+    """Items rows from per-set lists of item patterns (one 0/1 per checkpoint; checkpoints are
+    0, step, 2 step, ...). Items are named <set>-<k>; every label is entailment, so pred is
+    entailment exactly when correct."""
+    rows = []
+    for testset, items in patterns.items():
+        for k, pattern in enumerate(items):
+            for t, c in enumerate(pattern):
+                rows.append(
+                    {
+                        "model": model,
+                        "run": run,
+                        "step": t * step,
+                        "set": testset,
+                        "example_id": f"{testset}-{k}",
+                        "label": "entailment",
+                        "pred": "entailment" if c else "not_entailment",
+                        "correct": bool(c),
+                    }
+                )
+    return pd.DataFrame(rows)
+
+
+def scores_of(items: pd.DataFrame, id_set: str = "id") -> pd.DataFrame:
+    scores = (
+        items.groupby(["model", "run", "step", "set"])["correct"]
+        .mean()
+        .reset_index()
+        .rename(columns={"set": "testset", "correct": "accuracy"})
+    )
+    scores["role"] = np.where(scores["testset"] == id_set, "id", "ood")
+    return scores
+
+
+P_ID = [0, 0, 1, 0, 1, 1, 0, 1]
+P_A = [0, 1, 1, 0, 0, 1, 1, 1]
+Q = [0, 1, 0, 0, 1, 1, 1, 1]
+
+
+def draws(run: str, seed: int, sizes: list[int], resamples: int) -> list[np.ndarray]:
+    """The item indices the bootstrap draws, as documented: one integers() call per set, in
+    the order ID set, then the OOD sets sorted."""
+    rng = rng_for("trajectory-bootstrap", seed, run)
+    return [rng.integers(0, n, size=(resamples, n)) for n in sizes]
+
+
+@pytest.mark.parametrize("method", ["linear", "gam"])
+def test_bootstrap_sign_share_is_the_share_of_resamples_that_keep_the_slope(method):
+    # id and a: identical items, so every resample reproduces their accuracies. b: items 0 and
+    # 1 follow Q, item 2 its complement: b = (1 + Q) / 3. A resample with k draws of items 0
+    # or 1 has b = (3 - k) / 3 + (2k - 3) Q / 3: the point estimate's r for k >= 2, minus it
+    # for k <= 1 (never 0), so the sign share is the share of k >= 2 (20/27 in expectation)
+    # and the interval is [-r, r].
+    flip = [1 - v for v in Q]
+    items = items_frame({"id": [P_ID] * 3, "a": [P_A] * 2, "b": [Q, Q, flip]})
+    scores = scores_of(items)
+    row = ana.pair_table(scores, method=method, items=items, resamples=400, seed=5).iloc[0]
+    r = row["r_primary"]
+    wide_t = scores.pivot(index="step", columns="testset", values="accuracy")
+    ref = float(pg.partial_corr(data=wide_t, x="a", y="b", covar="id")["r"].iloc[0])
+    assert r == pytest.approx(ref, abs=1e-6) and abs(r) > 0.2  # binary ID: the GAM is the line
+    _, _, b_idx = draws("r1", 5, [3, 2, 3], 400)
+    keep = (b_idx < 2).sum(axis=1) >= 2
+    assert row["n_boot"] == 400
+    assert row["boot_sign_share"] == pytest.approx(keep.mean(), abs=1e-12)
+    assert abs(row["boot_sign_share"] - 20 / 27) < 0.07
+    assert row["boot_ci_low"] == pytest.approx(-abs(r), abs=1e-9)
+    assert row["boot_ci_high"] == pytest.approx(abs(r), abs=1e-9)
+
+
+def test_bootstrap_leaves_out_resamples_without_a_correlation():
+    # b: items 0 and 1 follow Q, item 2 is always right: b = (k Q + 3 - k) / 3 keeps the sign
+    # of Q for every k >= 1 and is constant (no correlation) for k = 0.
+    items = items_frame({"id": [P_ID] * 3, "a": [P_A] * 2, "b": [Q, Q, [1] * 8]})
+    row = ana.pair_table(scores_of(items), items=items, resamples=400, seed=1).iloc[0]
+    _, _, b_idx = draws("r1", 1, [3, 2, 3], 400)
+    defined = (b_idx < 2).sum(axis=1) >= 1
+    assert 0 < (~defined).sum() < 40  # about 1/27 of the resamples
+    assert row["n_boot"] == defined.sum()
+    assert row["boot_sign_share"] == 1.0
+    assert row["boot_ci_low"] == pytest.approx(row["r_primary"], abs=1e-9)
+    assert row["boot_ci_high"] == pytest.approx(row["r_primary"], abs=1e-9)
+
+
+def random_items(seed: int = 3, steps: int = 10) -> pd.DataFrame:
+    """Items of three sets whose chance of being right rises with the checkpoint at per-set rates."""
+    rng = np.random.default_rng(seed)
+    patterns = {}
+    for testset, n, slope in (("id", 24, 0.06), ("a", 18, 0.04), ("b", 20, 0.05), ("c", 16, 0.03)):
+        chance = np.clip(0.3 + slope * np.arange(steps)[None, :] + rng.normal(0, 0.15, (n, 1)), 0.02, 0.98)
+        patterns[testset] = (rng.uniform(size=(n, steps)) < chance).astype(int).tolist()
+    return items_frame(patterns)
+
+
+@pytest.mark.filterwarnings("ignore:The design matrix is rank-deficient")  # tied resampled ID accuracies
+@pytest.mark.parametrize("method", ["linear", "gam"])
+def test_bootstrap_agrees_with_a_plain_loop(method):
+    from statsmodels.gam.api import BSplines, GLMGam
+
+    items = random_items()
+    scores = scores_of(items)
+    resamples, seed = 60, 11
+    pairs = ana.pair_table(scores, method=method, items=items, resamples=resamples, seed=seed)
+    sets = ["id", "a", "b", "c"]
+    ids = {s: sorted(items.loc[items["set"] == s, "example_id"].unique()) for s in sets}
+    idx = draws("r1", seed, [len(ids[s]) for s in sets], resamples)
+    table = ana.wide(scores, "r1")
+    alphas = {c: ana_gam.gam_fit(table[c].to_numpy(), table["id"].to_numpy()).alpha for c in "abc"}
+    by_item = items.set_index(["set", "example_id", "step"])["correct"]
+    steps = sorted(items["step"].unique())
+    r_boot = {pair: [] for pair in [("a", "b"), ("a", "c"), ("b", "c")]}
+    for b in range(resamples):
+        acc = pd.DataFrame(
+            {
+                s: [np.mean([by_item[(s, ids[s][i], step)] for i in idx[k][b]]) for step in steps]
+                for k, s in enumerate(sets)
+            }
+        )
+        if method == "gam":
+            x = acc["id"].to_numpy()
+            z = (x - x.min()) / (x.max() - x.min())
+            k = min(10, len(np.unique(x)), len(x) - 1)
+            smoother = BSplines(z[:, None], df=[k], degree=[3])
+            resid = {
+                c: GLMGam(acc[c].to_numpy(), exog=np.ones((len(x), 1)), smoother=smoother, alpha=[alphas[c]])
+                .fit()
+                .resid_response
+                for c in "abc"
+            }
+        for a, c in r_boot:
+            if method == "linear":
+                r_boot[(a, c)].append(float(pg.partial_corr(data=acc, x=a, y=c, covar="id")["r"].iloc[0]))
+            else:
+                r_boot[(a, c)].append(float(np.corrcoef(resid[a], resid[c])[0, 1]))
+    for row in pairs.itertuples():
+        values = np.array(r_boot[(row.ood_a, row.ood_b)])
+        assert np.isfinite(values).all() and row.n_boot == resamples
+        assert row.boot_sign_share == pytest.approx(np.mean(np.sign(values) == np.sign(row.r_primary)), abs=1e-12)
+        lo, hi = np.percentile(values, [2.5, 97.5])
+        assert row.boot_ci_low == pytest.approx(lo, abs=1e-6)
+        assert row.boot_ci_high == pytest.approx(hi, abs=1e-6)
+        assert row.boot_ci_low < row.r_primary < row.boot_ci_high
+
+
+def test_bootstrap_checks_its_items_and_analyses_a_window_of_steps():
+    items = random_items()
+    scores = scores_of(items)
+    # a window of checkpoints: only the items at those steps are used
+    window = scores[scores["step"] <= 60]
+    part = ana.pair_table(window, items=items, resamples=20)
+    assert (part["n"] == 7).all() and (part["n_boot"] == 20).all()
+    # without items: no bootstrap and no label bias
+    bare = ana.pair_table(scores)
+    assert (bare["n_boot"] == 0).all() and bare["boot_sign_share"].isna().all() and bare["r_partial_bias"].isna().all()
+    # resamples=0: the label bias but no bootstrap
+    off = ana.pair_table(scores, items=items, resamples=0)
+    assert (off["n_boot"] == 0).all() and off["r_partial_bias"].notna().all()
+    holes = items[~((items["set"] == "b") & (items["example_id"] == "b-3") & (items["step"] == 40))]
+    with pytest.raises(AnalysisError, match=r"run 'r1': test set 'b' has no prediction for item 'b-3' at step 40"):
+        ana.pair_table(scores, items=holes, resamples=5)
+    flipped = items.copy()
+    hit = (flipped["set"] == "a") & (flipped["step"] == 20) & (flipped["example_id"] == "a-0")
+    flipped.loc[hit, "correct"] = ~flipped.loc[hit, "correct"]
+    with pytest.raises(AnalysisError, match=r"test set 'a' at step 20: the items give accuracy"):
+        ana.pair_table(scores, items=flipped, resamples=5)
+    with pytest.raises(AnalysisError, match="resamples must be a non-negative integer"):
+        ana.pair_table(scores, items=items, resamples=-1)
+
+
+# --------------------------------------------------------------------------- 9. label bias
+
+
+def test_label_bias_by_hand():
+    rows = [
+        # step 0: id 2 of 2 entailment, ood 1 of 4 -> pooled 3 / 6
+        *[("id", 0, p) for p in ("entailment", "entailment")],
+        *[("x", 0, p) for p in ("entailment", "not_entailment", "not_entailment", "not_entailment")],
+        # step 5: id 0 of 2, ood 4 of 4 -> pooled 4 / 6
+        *[("id", 5, p) for p in ("not_entailment", "not_entailment")],
+        *[("x", 5, "entailment") for _ in range(4)],
+    ]
+    items = pd.DataFrame(
+        [
+            {"model": "m", "run": "r", "step": step, "set": s, "example_id": f"{s}{k % 4}", "pred": pred}
+            for k, (s, step, pred) in enumerate(rows)
+        ]
+    )
+    out = ana.label_bias(items)
+    assert list(out.columns) == [*ana.BIAS_COLUMNS, "entailment_share_id", "entailment_share_x"]
+    assert out["step"].tolist() == [0, 5]
+    assert out["n"].tolist() == [6, 6]
+    assert out["entailment_share"].tolist() == pytest.approx([3 / 6, 4 / 6])
+    assert out["entailment_share_id"].tolist() == [1.0, 0.0]
+    assert out["entailment_share_x"].tolist() == [0.25, 1.0]
+    bad = items.assign(pred=items["pred"].where(items.index != 3, "neutral"))
+    with pytest.raises(AnalysisError, match=r"run 'r' step 0: prediction 'neutral' is not one of"):
+        ana.label_bias(bad)
+
+
+def test_partial_correlation_with_the_label_bias_equals_pingouin():
+    table = sign_table(flip=1.0)
+    share = 0.5 + 0.1 * np.array([1, -2, 0, 3, -1, 2, -3, 1, 0, -1]) / 3 + 0.2 * table["id"].to_numpy()
+    bias = pd.DataFrame({"model": "m1", "run": "r1", "step": table.index, "entailment_share": share})
+    pairs = ana.pair_table(to_scores(table, "id"), bias=bias)
+    data = table.assign(bias=share)
+    p = []
+    for row in pairs.itertuples():
+        ref = pg.partial_corr(data=data, x=row.ood_a, y=row.ood_b, covar=["id", "bias"])
+        assert row.r_partial_bias == pytest.approx(float(ref["r"].iloc[0]), abs=1e-12)
+        assert row.p_partial_bias == pytest.approx(float(ref["p_val"].iloc[0]), rel=1e-9)
+        assert row.r_partial_bias != pytest.approx(row.r_partial, abs=1e-3)  # the bias does something
+        p.append(row.p_partial_bias)
+    np.testing.assert_allclose(pairs["p_partial_bias_holm"].to_numpy(), pg.multicomp(np.array(p), method="holm")[1])
+    # a bias that is a linear function of ID accuracy adds a collinear covariate: undefined
+    collinear = bias.assign(entailment_share=0.3 + 0.5 * table["id"].to_numpy())
+    assert ana.pair_table(to_scores(table, "id"), bias=collinear)["r_partial_bias"].isna().all()
+    with pytest.raises(AnalysisError, match=r"run 'r1' has no label bias at step\(s\) \[90\]"):
+        ana.pair_table(to_scores(table, "id"), bias=bias[bias["step"] != 90])
+
+
+def test_pair_table_computes_the_label_bias_from_items():
+    items = random_items()
+    scores = scores_of(items)
+    pairs = ana.pair_table(scores, items=items, resamples=0)
+    bias = ana.label_bias(items)
+    data = ana.wide(scores, "r1").assign(bias=bias.set_index("step")["entailment_share"])
+    ref = pg.partial_corr(data=data, x="a", y="b", covar=["id", "bias"])
+    assert pairs.iloc[0]["r_partial_bias"] == pytest.approx(float(ref["r"].iloc[0]), abs=1e-12)
+
+
+# --------------------------------------------------------------------------- 10. heatmap of the primary method
+
+
+def test_heatmap_draws_the_primary_method_and_names_it(tmp_path):
+    scores = figure_scores()
+    gam = ana.pair_table(scores, method="gam")
+    r, p = rep.partial_matrix(gam, "r1")
+    by_pair = gam[gam["run"] == "r1"].set_index(["ood_a", "ood_b"])
+    assert r.loc["A", "B"] == r.loc["B", "A"] == by_pair.loc[("A", "B"), "r_gam"]
+    assert p.loc["C", "A"] == by_pair.loc[("A", "C"), "p_gam_holm"]
+    # the linear columns are still there to draw on request
+    r_lin, _ = rep.partial_matrix(gam, "r1", r="r_partial", p="p_partial_holm")
+    assert r_lin.loc["A", "B"] == by_pair.loc[("A", "B"), "r_partial"]
+    rep.heatmap(gam, "r1", tmp_path / "g.png", tmp_path / "g.svg")
+    rep.heatmap(ana.pair_table(scores), "r1", tmp_path / "l.png", tmp_path / "l.svg")
+    gam_svg = (tmp_path / "g.svg").read_text()
+    lin_svg = (tmp_path / "l.svg").read_text()
+    assert rep.METHOD_TITLES["gam"] in gam_svg and rep.METHOD_TITLES["linear"] not in gam_svg
+    assert rep.METHOD_TITLES["linear"] in lin_svg
+    with pytest.raises(AnalysisError, match="missing column"):
+        rep.heatmap(gam.drop(columns="method"), "r1", tmp_path / "x.png", tmp_path / "x.svg")
+
+
+# --------------------------------------------------------------------------- 11. workflow steps (no Snakemake)
+
+
+def test_collect_scores_and_analyse_trajectory_write_items_bias_and_report(tmp_path):
+    from shiftwork.tables import read_table, write_table
+    from shiftwork.trajectory.steps import analyse_trajectory, collect_scores
+
+    items = random_items()
+    paths = []
+    for step, part in items.groupby("step"):
+        path = tmp_path / "eval" / f"step-{step}.parquet"
+        write_table(part.assign(margin=0.5).sample(frac=1.0, random_state=int(step)), path)
+        paths.append(str(path))
+    collect_scores(paths, "id", str(tmp_path / "scores.parquet"), str(tmp_path / "items.parquet"))
+    got_items = read_table(tmp_path / "items.parquet")
+    assert list(got_items.columns) == list(ana.ITEM_COLUMNS) and len(got_items) == len(items)
+    scores = read_table(tmp_path / "scores.parquet")
+    pd.testing.assert_frame_equal(
+        scores[["step", "testset", "accuracy", "role"]].reset_index(drop=True),
+        scores_of(items)[["step", "testset", "accuracy", "role"]].reset_index(drop=True),
+        check_dtype=False,
+    )
+    settings = {"alpha": 0.05, "spline_df": 3, "method": "gam", "gam_df": 10, "bootstrap": {"resamples": 25, "seed": 2}}
+    outputs = {k: str(tmp_path / f"{k}.{ext}") for k, ext in (("pairs", "parquet"), ("summary", "parquet"))}
+    outputs |= {"label_bias": str(tmp_path / "label_bias.parquet"), "report": str(tmp_path / "report.md")}
+    analyse_trajectory(
+        str(tmp_path / "scores.parquet"), str(tmp_path / "items.parquet"), settings, outputs, str(tmp_path / "figs")
+    )
+    pairs = read_table(outputs["pairs"])
+    expected = ana.pair_table(scores, method="gam", items=items, resamples=25, seed=2)
+    pd.testing.assert_frame_equal(pairs, expected)
+    assert (pairs["n_boot"] == 25).all() and (pairs["method"] == "gam").all()
+    pd.testing.assert_frame_equal(read_table(outputs["label_bias"]), ana.label_bias(items))
+    report = (tmp_path / "report.md").read_text()
+    assert "## Label bias per checkpoint" in report
+    assert "| model | run | step | n | entailment_share | entailment_share_a |" in report
+    first = ana.label_bias(items).iloc[0]
+    assert f"| m1 | r1 | 0 | {first['n']} | {first['entailment_share']:.3f} |" in report
+    assert "| r_raw | r_primary | p_primary_holm | boot_sign_share | r_partial_bias | sign |" in report
+    assert "primary method gam" in report
+    assert (tmp_path / "figs" / "partial_r1.svg").exists() and (tmp_path / "figs" / "curves.png").exists()

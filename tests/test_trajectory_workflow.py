@@ -74,9 +74,16 @@ def test_scores_and_partial_correlations(traj_dir):
     if wide.std().min() > 0:
         ref = pg.partial_corr(data=wide, x="negation", y="noise", covar="id")
         assert pairs["r_partial"][0] == pytest.approx(ref["r"].iloc[0], abs=1e-9)
+    # the items table is every prediction; the label bias is read from it
+    items = pd.read_parquet(res / "items.parquet")
+    assert len(items) == 4 * 24 and sorted(items["step"].unique()) == [0, 2, 4, 6]
+    bias = pd.read_parquet(res / "label_bias.parquet").set_index("step")
+    assert bias.loc[4, "entailment_share"] == pytest.approx((preds["pred"] == "entailment").mean())
+    assert pairs["method"][0] == "gam"  # config.yaml's primary method
     for f in ["curves.png", "partial_tiny-lora.png", "partial_tiny-lora.svg"]:
         assert (res / "figures" / f).stat().st_size > 1000
-    assert "## OOD pairs" in (res / "report.md").read_text()
+    report = (res / "report.md").read_text()
+    assert "## OOD pairs" in report and "## Label bias per checkpoint" in report
 
 
 @pytest.mark.workflow

@@ -24,30 +24,43 @@ A ``scores`` table with one row per (run, step, testset) and the columns
 ``role``
     ``"id"`` or ``"ood"``; constant per (run, testset).
 
+An ``items`` table (optional; the item bootstrap and the label bias need it) has one row per
+(run, step, test set, test item): ``model``, ``run``, ``step``, ``set`` (the test set, as
+``testset`` in ``scores``), ``example_id``, ``label``, ``pred`` (``"entailment"`` or
+``"not_entailment"``) and ``correct`` (bool). Every checkpoint of a run is scored on the same
+items, and ``scores``' accuracies are the means of ``correct``.
+
 Pipeline
 --------
 1. :func:`wide` pivots one run into a steps x testsets table and checks it (at least
    :data:`MIN_CHECKPOINTS` checkpoints, exactly one ID set, at least two OOD sets, no
    missing cell).
-2. :func:`residualise` removes the ID effect from a column: linearly (OLS on ``[1, id]``)
-   or non-linearly (OLS on a natural cubic regression spline basis of ``id``).
-3. :func:`pair_table` gives, per run and pair of OOD sets, the raw Pearson correlation, the
+2. :func:`residualise` removes the ID effect from a column: linearly (OLS on ``[1, id]``),
+   with an unpenalised natural cubic regression spline of ``id`` (``"spline"``) or with a
+   penalised regression-spline GAM of ``id`` whose penalty GCV chooses (``"gam"``, see
+   :mod:`shiftwork.trajectory.gam`).
+3. :func:`label_bias` gives, per checkpoint, the share of test predictions that are
+   ``"entailment"`` (pooled over the run's test sets, and per set).
+4. :func:`pair_table` gives, per run and pair of OOD sets, the raw Pearson correlation, the
    linear partial correlation (Pearson and Spearman, via :func:`pingouin.partial_corr`), the
-   non-linear control (correlation of the spline residuals), Holm and Benjamini-Hochberg
-   adjusted p-values of the linear partial correlation across the pairs of the run, and the
-   sign class of the pair.
-4. :func:`summary` gives, per model, the share of positive, negative and null pairs.
+   spline control, the GAM control, the linear partial correlation controlling for the ID
+   accuracy *and* the label bias, Holm and Benjamini-Hochberg adjusted p-values across the
+   pairs of the run, the *primary* method's columns (``method``: ``"linear"`` or ``"gam"``),
+   the item bootstrap of the primary correlation and the sign class of the pair.
+5. :func:`summary` gives, per model, the share of positive, negative and null pairs.
 
 Degenerate columns
 ------------------
 A correlation is undefined when one of its two inputs has no variance left: a raw
 correlation when an OOD column is constant, a partial correlation when an OOD column is
 constant or an exact linear function of the ID column (or when the ID column itself is
-constant), the Spearman partial correlation when the same holds for the ranks, and the
-non-linear control when a spline residual vanishes. Such correlations, their p-values and
-confidence limits are NaN rather than an error; a NaN ``p_partial`` is left out of the
-multiple-comparison family of its run (as :func:`pingouin.multicomp` does) and its pair gets
-the sign ``"null"``.
+constant), the Spearman partial correlation when the same holds for the ranks, the spline
+and GAM controls when a residual vanishes (or the ID column is constant), and the label-bias
+partial correlation when the same holds for ``[1, id, bias]`` (or the two covariates are
+collinear). Such correlations, their p-values and confidence limits are NaN rather than an
+error; a NaN p-value is left out of the multiple-comparison family of its run (as
+:func:`pingouin.multicomp` does) and a pair whose primary p-value is NaN gets the sign
+``"null"``.
 """
 
 from __future__ import annotations
@@ -65,14 +78,21 @@ import pingouin as pg
 from scipy import stats as sps
 
 from shiftwork.checks import require_columns
+from shiftwork.seeding import rng_for
+from shiftwork.trajectory import bootstrap as boot
+from shiftwork.trajectory.gam import GAM_DF, MIN_SPLINE_POINTS, GamFit, gam_fit
 
 __all__ = [
     "AnalysisError",
+    "BIAS_COLUMNS",
+    "ITEM_COLUMNS",
+    "METHODS",
     "MIN_CHECKPOINTS",
     "PAIR_COLUMNS",
     "REQUIRED_COLUMNS",
     "SIGNS",
     "SUMMARY_COLUMNS",
+    "label_bias",
     "pair_table",
     "residualise",
     "summary",
@@ -92,24 +112,54 @@ degrees of freedom, so four checkpoints leave one."""
 SIGNS: tuple[str, ...] = ("positive", "negative", "null")
 """Sign classes of a pair, in report order."""
 
+METHODS: tuple[str, ...] = ("linear", "gam")
+"""Primary methods of :func:`pair_table`: the linear partial correlation or the GAM control."""
+
+ITEM_COLUMNS: tuple[str, ...] = ("model", "run", "step", "set", "example_id", "label", "pred", "correct")
+"""Columns of an ``items`` table (per-example predictions of every checkpoint)."""
+
+ENTAILMENT = "entailment"
+LABELS: tuple[str, ...] = (ENTAILMENT, "not_entailment")
+"""The two labels a prediction can take."""
+
+BIAS_COLUMNS: tuple[str, ...] = ("model", "run", "step", "n", "entailment_share")
+"""Leading columns of :func:`label_bias`; one ``entailment_share_<set>`` column per test set follows."""
+
 PAIR_COLUMNS: tuple[str, ...] = (
     "model",
     "run",
     "ood_a",
     "ood_b",
     "n",
+    "method",
     "r_raw",
     "p_raw",
     "r_partial",
     "p_partial",
     "ci95_low",
     "ci95_high",
+    "p_partial_holm",
+    "p_partial_bh",
     "r_partial_spearman",
     "p_partial_spearman",
     "r_nonlinear",
     "p_nonlinear",
-    "p_partial_holm",
-    "p_partial_bh",
+    "r_gam",
+    "p_gam",
+    "edf_gam",
+    "p_gam_holm",
+    "p_gam_bh",
+    "r_partial_bias",
+    "p_partial_bias",
+    "p_partial_bias_holm",
+    "r_primary",
+    "p_primary",
+    "p_primary_holm",
+    "p_primary_bh",
+    "boot_sign_share",
+    "boot_ci_low",
+    "boot_ci_high",
+    "n_boot",
     "sign",
 )
 """Columns of :func:`pair_table`, in order."""
@@ -303,12 +353,16 @@ def _spline_design(x: np.ndarray, df: int) -> tuple[np.ndarray, str]:
     return _quadratic_design(x), "quadratic"
 
 
+KINDS: tuple[str, ...] = ("linear", "spline", "gam")
+"""Kinds of :func:`residualise`."""
+
+
 def _design(x: np.ndarray, kind: str, df: int) -> np.ndarray:
     if kind == "linear":
         return np.column_stack([np.ones_like(x), x])
     if kind == "spline":
         return _spline_design(x, df)[0]
-    raise AnalysisError(f"residualise: kind must be 'linear' or 'spline', got {kind!r}")
+    raise AnalysisError(f"residualise: kind must be one of {list(KINDS)}, got {kind!r}")
 
 
 def _fit_residuals(y: np.ndarray, design: np.ndarray) -> np.ndarray:
@@ -316,21 +370,36 @@ def _fit_residuals(y: np.ndarray, design: np.ndarray) -> np.ndarray:
     return y - design @ beta
 
 
-def residualise(y: Any, x: Any, kind: str = "linear", df: int = 3) -> np.ndarray:
-    """Residuals of ``y`` after an OLS regression on ``x``.
+def _check_df(df: Any, kind: str) -> int:
+    low = MIN_SPLINE_POINTS if kind == "gam" else 2
+    if isinstance(df, bool) or not isinstance(df, (int, np.integer)) or df < low:
+        what = "gam_df" if kind == "gam" else "df"
+        raise AnalysisError(f"residualise: {what} must be an integer >= {low} for kind={kind!r}, got {df!r}")
+    return int(df)
+
+
+def residualise(y: Any, x: Any, kind: str = "linear", df: int | None = None) -> np.ndarray:
+    """Residuals of ``y`` after removing the effect of ``x``.
 
     ``kind="linear"``
         OLS on ``[1, x]``.
     ``kind="spline"``
         OLS on an intercept plus patsy's natural cubic regression spline basis
-        ``cr(x, df=df, constraints='center')`` (``df + 1`` quantile knots of ``x``). When
-        ``x`` has fewer than ``df + 3`` distinct values (too few points to leave two
-        residual degrees of freedom over the ``1 + df`` spline coefficients), or the basis
-        is rank-deficient, a quadratic polynomial ``[1, x, x**2]`` is used instead.
+        ``cr(x, df=df, constraints='center')`` (``df + 1`` quantile knots of ``x``; ``df``
+        defaults to 3). When ``x`` has fewer than ``df + 3`` distinct values (too few points
+        to leave two residual degrees of freedom over the ``1 + df`` spline coefficients), or
+        the basis is rank-deficient, a quadratic polynomial ``[1, x, x**2]`` is used instead.
+    ``kind="gam"``
+        a penalised cubic regression-spline GAM of ``x`` (statsmodels ``GLMGam`` with
+        ``BSplines``, ``df`` basis functions, default :data:`~shiftwork.trajectory.gam.GAM_DF`),
+        its second-derivative penalty weight chosen by GCV over a fixed grid
+        (:func:`shiftwork.trajectory.gam.gam_fit`, which also gives the effective degrees of
+        freedom and the penalty).
 
-    The fit uses :func:`numpy.linalg.lstsq`, so a constant ``x`` simply centres ``y``.
-    Raises :class:`AnalysisError` for inputs of different lengths, fewer than 3 points,
-    non-finite values, an unknown ``kind`` or ``df < 2``.
+    The linear and spline fits use :func:`numpy.linalg.lstsq`, so a constant ``x`` simply
+    centres ``y`` (as does the GAM, whose fit is then a straight line). Raises
+    :class:`AnalysisError` for inputs of different lengths, fewer than 3 points, non-finite
+    values, an unknown ``kind``, ``df < 2`` (spline) or ``df < 4`` (GAM).
     """
     yv = _as_vector(y, "y")
     xv = _as_vector(x, "x")
@@ -338,9 +407,11 @@ def residualise(y: Any, x: Any, kind: str = "linear", df: int = 3) -> np.ndarray
         raise AnalysisError(f"residualise: y has {yv.size} values but x has {xv.size}")
     if yv.size < 3:
         raise AnalysisError(f"residualise: need at least 3 points, got {yv.size}")
-    if isinstance(df, bool) or not isinstance(df, (int, np.integer)) or df < 2:
-        raise AnalysisError(f"residualise: df must be an integer >= 2, got {df!r}")
-    return _fit_residuals(yv, _design(xv, kind, int(df)))
+    if kind not in KINDS:
+        raise AnalysisError(f"residualise: kind must be one of {list(KINDS)}, got {kind!r}")
+    if kind == "gam":
+        return gam_fit(yv, xv, _check_df(GAM_DF if df is None else df, kind)).resid
+    return _fit_residuals(yv, _design(xv, kind, _check_df(3 if df is None else df, kind)))
 
 
 # --------------------------------------------------------------------------- correlations
@@ -356,7 +427,7 @@ def _no_variance_left(y: np.ndarray, design: np.ndarray) -> bool:
     return float(resid @ resid) <= _DEGENERATE_SHARE * total
 
 
-def _corr_p(r: float, dof: int) -> float:
+def _corr_p(r: float, dof: float) -> float:
     """Two-sided p-value of a correlation ``r`` with ``dof`` residual degrees of freedom
     (t = r * sqrt(dof / (1 - r**2)), Student t with ``dof`` degrees of freedom)."""
     if not np.isfinite(r) or dof <= 0:
@@ -428,9 +499,63 @@ def _nonlinear(a: np.ndarray, b: np.ndarray, z: np.ndarray, df: int) -> tuple[fl
     return r, _corr_p(r, dof)
 
 
-def _run_pairs(table: pd.DataFrame, df: int) -> list[dict[str, Any]]:
+def _left_over(resid: np.ndarray, y: np.ndarray) -> bool:
+    """Does ``resid`` keep more than :data:`_DEGENERATE_SHARE` of the variance of ``y``?"""
+    centred = y - y.mean()
+    total = float(centred @ centred)
+    return total > 0.0 and float(resid @ resid) > _DEGENERATE_SHARE * total
+
+
+def _gam(fit_a: GamFit, fit_b: GamFit, a: np.ndarray, b: np.ndarray, z: np.ndarray) -> tuple[float, float, float]:
+    """``(r, p, edf)`` of the GAM control: the correlation of the GAM residuals of ``a`` and ``b``
+    on ``z``, its p-value and the larger of the two fits' effective degrees of freedom.
+
+    The p-value uses ``dof = n - 1 - edf`` with ``edf = max(edf_a, edf_b)`` (intercept
+    included), a real number passed to Student's t as it is. This is the rule of the other
+    controls with the effective degrees of freedom in place of the design's rank: a partial
+    correlation controlling for a design of rank ``q`` has ``n - q - 1`` degrees of freedom
+    (``n - 3`` for the linear control, whose ``q = 2`` is the edf of a straight line, and the
+    spline control's ``n - (1 + df) - 1``, the edf of an unpenalised spline). Taking the larger
+    edf of the two fits charges the pair for the more flexible of its two smooths, which errs
+    on the conservative side; the edf does not count the choice of the penalty weight itself.
+    NaN r and p when ``z`` is constant or a residual vanishes; NaN p when ``dof <= 0``.
+    """
+    edf = max(fit_a.edf, fit_b.edf)
+    if np.ptp(z) == 0.0 or not _left_over(fit_a.resid, a) or not _left_over(fit_b.resid, b):
+        return math.nan, math.nan, edf
+    r = float(np.clip(np.corrcoef(fit_a.resid, fit_b.resid)[0, 1], -1.0, 1.0))
+    return r, _corr_p(r, len(a) - 1.0 - edf), edf
+
+
+def _partial_bias(a: np.ndarray, b: np.ndarray, z: np.ndarray, bias: np.ndarray | None) -> tuple[float, float]:
+    """``(r, p)`` of ``pingouin.partial_corr(x=a, y=b, covar=[id, bias])`` (``n - 4`` degrees of
+    freedom); NaNs without a bias, with fewer than 5 checkpoints, when ``[1, id, bias]`` is not of
+    full rank (a constant covariate, or a bias that is an exact linear function of the ID
+    accuracy) or when ``a`` or ``b`` has no variance left after OLS on it."""
+    if bias is None or len(a) < 5:
+        return math.nan, math.nan
+    design = np.column_stack([np.ones_like(z), z, bias])
+    if np.linalg.matrix_rank(design) < 3 or _no_variance_left(a, design) or _no_variance_left(b, design):
+        return math.nan, math.nan
+    data = pd.DataFrame({"a": a, "b": b, "z": z, "w": bias})
+    with warnings.catch_warnings(), np.errstate(divide="ignore", invalid="ignore"):
+        # residuals of a and b that are exactly collinear make pingouin's covariance matrix
+        # singular (r = +-1), as in _partial
+        warnings.simplefilter("ignore", RuntimeWarning)
+        warnings.filterwarnings("ignore", message=".*rank-deficient.*", category=UserWarning)
+        res = pg.partial_corr(data=data, x="a", y="b", covar=["z", "w"], method="pearson")
+    r = float(res["r"].iloc[0])
+    if not np.isfinite(r):
+        return math.nan, math.nan
+    return r, float(res["p_val"].iloc[0])
+
+
+def _run_pairs(
+    table: pd.DataFrame, df: int, gam_df: int, bias: np.ndarray | None
+) -> tuple[list[dict[str, Any]], dict[str, GamFit]]:
     id_col = table.attrs["id"]
     z = table[id_col].to_numpy(dtype=float)
+    fits = {c: gam_fit(table[c].to_numpy(dtype=float), z, gam_df) for c in table.attrs["ood"]}
     out: list[dict[str, Any]] = []
     for a, b in itertools.combinations(table.attrs["ood"], 2):
         av = table[a].to_numpy(dtype=float)
@@ -439,6 +564,8 @@ def _run_pairs(table: pd.DataFrame, df: int) -> list[dict[str, Any]]:
         r_p, p_p, lo, hi = _partial(table, a, b, id_col, "pearson")
         r_s, p_s, _, _ = _partial(table, a, b, id_col, "spearman")
         r_n, p_n = _nonlinear(av, bv, z, df)
+        r_g, p_g, edf = _gam(fits[a], fits[b], av, bv, z)
+        r_b, p_b = _partial_bias(av, bv, z, bias)
         out.append(
             {
                 "model": table.attrs["model"],
@@ -456,9 +583,14 @@ def _run_pairs(table: pd.DataFrame, df: int) -> list[dict[str, Any]]:
                 "p_partial_spearman": p_s,
                 "r_nonlinear": r_n,
                 "p_nonlinear": p_n,
+                "r_gam": r_g,
+                "p_gam": p_g,
+                "edf_gam": edf,
+                "r_partial_bias": r_b,
+                "p_partial_bias": p_b,
             }
         )
-    return out
+    return out, fits
 
 
 def _classify(r: np.ndarray, p_adj: np.ndarray, alpha: float) -> np.ndarray:
@@ -468,12 +600,173 @@ def _classify(r: np.ndarray, p_adj: np.ndarray, alpha: float) -> np.ndarray:
     return np.where(significant & (r > 0), "positive", np.where(significant & (r < 0), "negative", "null"))
 
 
-def pair_table(scores: pd.DataFrame, alpha: float = 0.05, df: int = 3) -> pd.DataFrame:
+# --------------------------------------------------------------------------- items, label bias
+
+
+def _check_items(items: pd.DataFrame, needs: Sequence[str]) -> None:
+    require_columns(items, needs, "items table", AnalysisError)
+    if items["run"].isna().any():
+        raise AnalysisError("items table: some rows have no run")
+
+
+def label_bias(items: pd.DataFrame) -> pd.DataFrame:
+    """Per (model, run, step): the share of the checkpoint's test predictions that are
+    ``"entailment"``, pooled over all its test sets (``entailment_share``, over ``n``
+    predictions), then one column ``entailment_share_<set>`` per test set (NaN where a run does
+    not have the set), sets in sorted order. Rows sorted by model, run, step.
+
+    Raises :class:`AnalysisError` when ``items`` lacks ``model``, ``run``, ``step``, ``set`` or
+    ``pred``, or a prediction is not one of :data:`LABELS` (naming the run and step).
+    """
+    _check_items(items, ("model", "run", "step", "set", "pred"))
+    bad = ~items["pred"].isin(LABELS)
+    if bad.any():
+        first = items.loc[bad].iloc[0]
+        raise AnalysisError(
+            f"items table: run {_label(first['run'])} step {first['step']}: prediction {first['pred']!r} "
+            f"is not one of {list(LABELS)}"
+        )
+    data = items[["model", "run", "step", "set"]].copy()
+    data["entailment"] = (items["pred"] == ENTAILMENT).astype(float)
+    keys = ["model", "run", "step"]
+    pooled = data.groupby(keys, sort=True)["entailment"].agg(n="size", entailment_share="mean").reset_index()
+    per_set = data.pivot_table(index=keys, columns="set", values="entailment", aggfunc="mean")
+    sets = sorted_mixed(list(per_set.columns))
+    per_set = per_set[sets]
+    per_set.columns = [f"entailment_share_{s}" for s in sets]
+    out = pooled.merge(per_set.reset_index(), on=keys, how="left")
+    out["n"] = out["n"].astype(np.int64)
+    return out[[*BIAS_COLUMNS, *per_set.columns]].reset_index(drop=True)
+
+
+def _run_bias(bias: pd.DataFrame, table: pd.DataFrame) -> np.ndarray:
+    """The run's ``entailment_share`` at the steps of ``table``."""
+    require_columns(bias, ("run", "step", "entailment_share"), "label bias table", AnalysisError)
+    run = table.attrs["run"]
+    rows = bias[bias["run"] == run]
+    if rows["step"].duplicated().any():
+        raise AnalysisError(f"label bias table: run {_label(run)} has more than one row for a step")
+    series = rows.set_index("step")["entailment_share"].astype(float)
+    missing = [int(s) for s in table.index if s not in series.index]
+    if missing:
+        raise AnalysisError(f"label bias table: run {_label(run)} has no label bias at step(s) {missing}")
+    values = series.reindex(table.index).to_numpy(dtype=float)
+    if not np.all(np.isfinite(values)):
+        raise AnalysisError(f"label bias table: run {_label(run)} has missing label bias values")
+    return values
+
+
+def _item_matrices(items: pd.DataFrame, table: pd.DataFrame) -> list[np.ndarray]:
+    """Items x checkpoints 0/1 correctness matrices of the run's test sets, in the column order
+    of ``table`` (ID first), items sorted by ``example_id``, checkpoints those of ``table``.
+
+    Raises :class:`AnalysisError` (naming run, set, step or item) when a set has no items, an
+    item is listed twice at a step or is missing at a step, ``correct`` is not 0/1, or an
+    accuracy recomputed from the items differs from the scores table.
+    """
+    run = table.attrs["run"]
+    where = f"items table: run {_label(run)}"
+    steps = list(table.index)
+    rows = items[(items["run"] == run) & items["step"].isin(steps)]
+    out = []
+    for testset in table.columns:
+        part = rows[rows["set"] == testset]
+        if part.empty:
+            raise AnalysisError(f"{where} has no items of test set {_label(testset)}")
+        dup = part.duplicated(["step", "example_id"])
+        if dup.any():
+            first = part.loc[dup].iloc[0]
+            raise AnalysisError(
+                f"{where}: test set {_label(testset)} lists item {_label(first['example_id'])} twice at step "
+                f"{int(first['step'])}"
+            )
+        correct = pd.to_numeric(part["correct"].astype(object), errors="coerce").astype(float)
+        if not correct.isin([0.0, 1.0]).all():
+            raise AnalysisError(f"{where}: test set {_label(testset)} has 'correct' values other than true/false")
+        matrix = (
+            part.assign(correct=correct)
+            .pivot(index="example_id", columns="step", values="correct")
+            .reindex(columns=steps)
+        )
+        matrix = matrix.loc[sorted_mixed(list(matrix.index))]
+        holes = matrix.isna()
+        if holes.any().any():
+            step = next(s for s in steps if holes[s].any())
+            item = matrix.index[holes[step]][0]
+            raise AnalysisError(
+                f"{where}: test set {_label(testset)} has no prediction for item {_label(item)} at step {int(step)}; "
+                "every checkpoint must be scored on the same items"
+            )
+        values = matrix.to_numpy(dtype=float)
+        acc = values.mean(axis=0)
+        off = np.abs(acc - table[testset].to_numpy(dtype=float))
+        if np.any(off > 1e-9):
+            k = int(np.argmax(off))
+            raise AnalysisError(
+                f"{where}: test set {_label(testset)} at step {int(steps[k])}: the items give accuracy {acc[k]:.6g}, "
+                f"the scores table {table[testset].iloc[k]:.6g}"
+            )
+        out.append(values)
+    return out
+
+
+def _bootstrap(
+    table: pd.DataFrame,
+    items: pd.DataFrame,
+    method: str,
+    fits: dict[str, GamFit],
+    gam_df: int,
+    resamples: int,
+    seed: int,
+) -> np.ndarray:
+    """``(resamples, pairs)`` bootstrap correlations of the primary method (pairs in
+    :func:`itertools.combinations` order of the OOD sets)."""
+    matrices = _item_matrices(items, table)
+    rng = rng_for("trajectory-bootstrap", seed, table.attrs["run"])
+    acc = boot.resample_accuracies(matrices, rng, resamples)
+    position = {c: k for k, c in enumerate(table.columns)}
+    oods = table.attrs["ood"]
+    pairs = [(position[a], position[b]) for a, b in itertools.combinations(oods, 2)]
+    if method == "linear":
+        return boot.linear_partials(acc, pairs)
+    alphas = {position[c]: fits[c].alpha for c in oods}
+    return boot.gam_partials(acc, pairs, alphas, gam_df)
+
+
+def _check_settings(alpha: Any, method: Any, gam_df: Any, resamples: Any, seed: Any) -> None:
+    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not 0.0 < float(alpha) < 1.0:
+        raise AnalysisError(f"pair_table: alpha must be a number in (0, 1), got {alpha!r}")
+    if method not in METHODS:
+        raise AnalysisError(f"pair_table: method must be one of {list(METHODS)}, got {method!r}")
+    if isinstance(gam_df, bool) or not isinstance(gam_df, (int, np.integer)) or gam_df < MIN_SPLINE_POINTS:
+        raise AnalysisError(f"pair_table: gam_df must be an integer >= {MIN_SPLINE_POINTS}, got {gam_df!r}")
+    for name, value in (("resamples", resamples), ("seed", seed)):
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
+            raise AnalysisError(f"pair_table: {name} must be a non-negative integer, got {value!r}")
+
+
+# --------------------------------------------------------------------------- pair table
+
+
+def pair_table(
+    scores: pd.DataFrame,
+    alpha: float = 0.05,
+    df: int = 3,
+    *,
+    method: str = "linear",
+    gam_df: int = GAM_DF,
+    items: pd.DataFrame | None = None,
+    bias: pd.DataFrame | None = None,
+    resamples: int = 1000,
+    seed: int = 0,
+) -> pd.DataFrame:
     """Per run and unordered pair of OOD sets ``(ood_a, ood_b)`` (``ood_a < ood_b``): how the
     two OOD accuracies co-vary over the run's checkpoints. Columns :data:`PAIR_COLUMNS`:
 
     ``n``
         number of checkpoints;
+    ``method``
+        the primary method, ``"linear"`` or ``"gam"`` (argument ``method``);
     ``r_raw``, ``p_raw``
         Pearson correlation of the two OOD columns (:func:`scipy.stats.pearsonr`);
     ``r_partial``, ``p_partial``, ``ci95_low``, ``ci95_high``
@@ -482,32 +775,65 @@ def pair_table(scores: pd.DataFrame, alpha: float = 0.05, df: int = 3) -> pd.Dat
         p-value (``n - 3`` degrees of freedom) and parametric 95% CI (pingouin's Fisher-z
         interval, taken from :func:`pingouin.compute_esci` at full precision because
         ``partial_corr`` rounds its ``CI95`` column to 2 decimals for display);
-    ``r_partial_spearman``, ``p_partial_spearman``
-        the same with ``method="spearman"`` (on ranks);
-    ``r_nonlinear``, ``p_nonlinear``
-        correlation of the residuals of both OOD columns after the non-linear control
-        (:func:`residualise` with ``kind="spline"``, ``df``); the p-value adjusts the degrees of
-        freedom for the fit (``n - q - 1`` for a design of rank ``q``, see :func:`_nonlinear`);
     ``p_partial_holm``, ``p_partial_bh``
         ``p_partial`` adjusted across the pairs of the run with
         ``pingouin.multicomp(method="holm")`` and ``method="fdr_bh"`` (NaN p-values stay NaN
-        and are not counted in the family);
+        and are not counted in the family; the same for every adjusted column below);
+    ``r_partial_spearman``, ``p_partial_spearman``
+        the same with ``method="spearman"`` (on ranks);
+    ``r_nonlinear``, ``p_nonlinear``
+        correlation of the residuals of both OOD columns after an unpenalised spline control
+        (:func:`residualise` with ``kind="spline"``, ``df``); the p-value adjusts the degrees of
+        freedom for the fit (``n - q - 1`` for a design of rank ``q``, see :func:`_nonlinear`).
+        A fixed-size, untuned sensitivity check next to the GAM;
+    ``r_gam``, ``p_gam``, ``edf_gam``, ``p_gam_holm``, ``p_gam_bh``
+        correlation of the residuals of both OOD columns after the penalised GAM of the ID
+        column (:func:`residualise` with ``kind="gam"``, ``gam_df`` basis functions, penalty
+        by GCV), its p-value on ``n - 1 - edf_gam`` degrees of freedom, ``edf_gam`` the larger
+        of the two fits' effective degrees of freedom (see :func:`_gam`), and Holm and BH;
+    ``r_partial_bias``, ``p_partial_bias``, ``p_partial_bias_holm``
+        ``pingouin.partial_corr(..., covar=[id, bias])``: the linear partial correlation
+        controlling for the ID accuracy and the label bias (the checkpoint's share of
+        ``"entailment"`` predictions, :func:`label_bias`), ``n - 4`` degrees of freedom, and
+        Holm; NaN without ``items`` or ``bias`` (see :func:`_partial_bias`);
+    ``r_primary``, ``p_primary``, ``p_primary_holm``, ``p_primary_bh``
+        the columns of the primary method: ``r_partial``, ``p_partial``, ``p_partial_holm``,
+        ``p_partial_bh`` for ``"linear"``; ``r_gam``, ``p_gam``, ``p_gam_holm``, ``p_gam_bh``
+        for ``"gam"``;
+    ``boot_sign_share``, ``boot_ci_low``, ``boot_ci_high``, ``n_boot``
+        the item bootstrap of ``r_primary`` (:mod:`shiftwork.trajectory.bootstrap`):
+        ``resamples`` resamples of the test items of every set, the same items at every
+        checkpoint, generator ``rng_for("trajectory-bootstrap", seed, run)``; the share of the
+        defined resamples whose correlation has the sign of ``r_primary``, their 2.5 and 97.5
+        percentiles and their number. Under ``"gam"`` every resample refits the GAMs with the
+        penalty weights of the point estimate. NaN (``n_boot`` 0) without ``items``, with
+        ``resamples=0`` or when ``r_primary`` is NaN;
     ``sign``
-        ``"positive"`` or ``"negative"`` (the sign of ``r_partial``) when
-        ``p_partial_holm < alpha``, else ``"null"``.
+        ``"positive"`` or ``"negative"`` (the sign of ``r_primary``) when ``p_primary_holm <
+        alpha``, else ``"null"``.
+
+    ``items`` is the per-example table (:data:`ITEM_COLUMNS`; only its rows at the steps of
+    ``scores`` are used, so a window of steps can be analysed on its own). ``bias`` is a
+    :func:`label_bias` table; when it is None and ``items`` is given it is computed from
+    ``items``.
 
     Degenerate (constant, or exactly ID-determined) columns give NaN correlations and the
     sign ``"null"``, see the module notes. Rows are ordered by model, run, then pair. Raises
-    :class:`AnalysisError` as :func:`wide` does for any run, and for ``alpha`` outside (0, 1).
+    :class:`AnalysisError` as :func:`wide` does for any run, for ``alpha`` outside (0, 1), an
+    unknown ``method``, ``gam_df < 4``, a negative ``resamples`` or ``seed``, and for ``items``
+    or ``bias`` that do not cover the run's test sets and steps or disagree with ``scores``.
     """
     require_columns(scores, REQUIRED_COLUMNS, "scores table", AnalysisError)
-    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not 0.0 < float(alpha) < 1.0:
-        raise AnalysisError(f"pair_table: alpha must be a number in (0, 1), got {alpha!r}")
+    _check_settings(alpha, method, gam_df, resamples, seed)
     alpha = float(alpha)
     if scores.empty:
         raise AnalysisError("scores table: no rows")
     if scores["run"].isna().any():
         raise AnalysisError("scores table: some rows have no run")
+    if items is not None:
+        _check_items(items, ("run", "step", "set", "example_id", "correct"))
+        if bias is None:
+            bias = label_bias(items)
 
     frames: list[pd.DataFrame] = []
     runs = scores[["model", "run"]].drop_duplicates()
@@ -518,15 +844,37 @@ def pair_table(scores: pd.DataFrame, alpha: float = 0.05, df: int = 3) -> pd.Dat
             continue  # wide() already rejects a run that belongs to two models
         seen.add(run)
         table = wide(scores, run)
-        part = pd.DataFrame(_run_pairs(table, df))
-        p = part["p_partial"].to_numpy(dtype=float)
-        part["p_partial_holm"] = pg.multicomp(p, alpha=alpha, method="holm")[1]
-        part["p_partial_bh"] = pg.multicomp(p, alpha=alpha, method="fdr_bh")[1]
+        run_bias = None if bias is None else _run_bias(bias, table)
+        rows, fits = _run_pairs(table, df, int(gam_df), run_bias)
+        part = pd.DataFrame(rows)
+        for stem in ("partial", "gam"):
+            p = part[f"p_{stem}"].to_numpy(dtype=float)
+            part[f"p_{stem}_holm"] = pg.multicomp(p, alpha=alpha, method="holm")[1]
+            part[f"p_{stem}_bh"] = pg.multicomp(p, alpha=alpha, method="fdr_bh")[1]
+        p = part["p_partial_bias"].to_numpy(dtype=float)
+        part["p_partial_bias_holm"] = pg.multicomp(p, alpha=alpha, method="holm")[1]
+        stem = "partial" if method == "linear" else "gam"
+        part["method"] = method
+        part["r_primary"] = part[f"r_{stem}"]
+        part["p_primary"] = part[f"p_{stem}"]
+        part["p_primary_holm"] = part[f"p_{stem}_holm"]
+        part["p_primary_bh"] = part[f"p_{stem}_bh"]
+        summaries = [boot.summarise(np.array([]), math.nan)] * len(part)
+        if items is not None and resamples > 0:
+            r_boot = _bootstrap(table, items, method, fits, int(gam_df), int(resamples), int(seed))
+            point = part["r_primary"].to_numpy(dtype=float)
+            summaries = [
+                boot.summarise(r_boot[:, k] if np.isfinite(point[k]) else np.array([]), point[k])
+                for k in range(len(part))
+            ]
+        for key in ("boot_sign_share", "boot_ci_low", "boot_ci_high", "n_boot"):
+            part[key] = [s[key] for s in summaries]
         part["sign"] = _classify(
-            part["r_partial"].to_numpy(dtype=float), part["p_partial_holm"].to_numpy(dtype=float), alpha
+            part["r_primary"].to_numpy(dtype=float), part["p_primary_holm"].to_numpy(dtype=float), alpha
         )
         frames.append(part)
     out = pd.concat(frames, ignore_index=True)
+    out["n_boot"] = out["n_boot"].astype(np.int64)
     return out[list(PAIR_COLUMNS)]
 
 
@@ -535,7 +883,8 @@ def pair_table(scores: pd.DataFrame, alpha: float = 0.05, df: int = 3) -> pd.Dat
 
 def summary(pairs: pd.DataFrame) -> pd.DataFrame:
     """Per model (sorted): ``n_pairs`` (pairs over all its runs) and the shares of pairs whose
-    ``sign`` is ``"positive"``, ``"negative"`` and ``"null"`` (the three sum to 1).
+    ``sign`` (the primary method's, see :func:`pair_table`) is ``"positive"``, ``"negative"``
+    and ``"null"`` (the three sum to 1).
 
     Raises :class:`AnalysisError` when ``pairs`` lacks ``model`` or ``sign`` or holds a sign
     other than :data:`SIGNS`. An empty ``pairs`` gives an empty table with

@@ -1,9 +1,10 @@
 """Trajectory report figures: the OOD x OOD partial-correlation heatmap and accuracy curves.
 
-:func:`heatmap` draws, for one run, the square matrix of ``r_partial`` (OOD pairs, ID effect
-removed; see :func:`shiftwork.trajectory.analysis.pair_table`) on a diverging colour scale
-fixed to [-1, 1], the diagonal blank, every cell annotated with its value and ``*`` where the
-Holm-adjusted p-value is below 0.05. :func:`curve_plot` draws accuracy over steps per test
+:func:`heatmap` draws, for one run, the square matrix of ``r_primary`` (OOD pairs, ID effect
+removed by the primary method, linear or GAM; see
+:func:`shiftwork.trajectory.analysis.pair_table`) on a diverging colour scale fixed to [-1, 1],
+the diagonal blank, every cell annotated with its value and ``*`` where ``p_primary_holm``
+is below 0.05; its title names the method. :func:`curve_plot` draws accuracy over steps per test
 set, one panel per run, the ID line thicker.
 
 Every figure is written as PNG (dpi 150) and SVG, each atomically: to a temporary sibling
@@ -33,22 +34,32 @@ from shiftwork.trajectory.analysis import ID_ROLE, REQUIRED_COLUMNS, AnalysisErr
 __all__ = ["HOLM_ALPHA", "curve_plot", "heatmap", "partial_matrix"]
 
 HOLM_ALPHA = 0.05
-"""A heatmap cell is marked ``*`` when its ``p_partial_holm`` is below this."""
+"""A heatmap cell is marked ``*`` when its ``p_primary_holm`` is below this."""
 
-_PAIR_NEEDS = ("model", "run", "ood_a", "ood_b", "r_partial", "p_partial_holm")
+METHOD_TITLES = {
+    "linear": "linear fit (OLS on ID accuracy)",
+    "gam": "GAM (penalised spline of ID accuracy, GCV)",
+}
+"""How a heatmap's title names the primary method of :func:`~shiftwork.trajectory.analysis.pair_table`."""
+
+_PAIR_NEEDS = ("model", "run", "ood_a", "ood_b")
 
 
 # --------------------------------------------------------------------------- heatmap
 
 
-def partial_matrix(pairs: pd.DataFrame, run: Hashable) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """The symmetric OOD x OOD matrices of ``r_partial`` and ``p_partial_holm`` of one run.
+def partial_matrix(
+    pairs: pd.DataFrame, run: Hashable, r: str = "r_primary", p: str = "p_primary_holm"
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The symmetric OOD x OOD matrices of columns ``r`` and ``p`` of ``pairs`` for one run
+    (by default the primary method's ``r_primary`` and ``p_primary_holm``).
 
     Rows and columns are the run's OOD sets in sorted order; the diagonal, and any pair
     missing from ``pairs``, is NaN. Raises :class:`AnalysisError` when ``pairs`` lacks a
     needed column, has no row for ``run`` or lists a pair twice.
     """
-    require_columns(pairs, _PAIR_NEEDS, "pairs table", AnalysisError)
+    r_col, p_col = r, p
+    require_columns(pairs, [*_PAIR_NEEDS, r_col, p_col], "pairs table", AnalysisError)
     rows = pairs[pairs["run"] == run]
     if rows.empty:
         raise AnalysisError(
@@ -66,23 +77,29 @@ def partial_matrix(pairs: pd.DataFrame, run: Hashable) -> tuple[pd.DataFrame, pd
             )
         seen.add(key)
         for x, y in ((row.ood_a, row.ood_b), (row.ood_b, row.ood_a)):
-            r.loc[x, y] = float(row.r_partial)
-            p.loc[x, y] = float(row.p_partial_holm)
+            r.loc[x, y] = float(getattr(row, r_col))
+            p.loc[x, y] = float(getattr(row, p_col))
     return r, p
 
 
 def heatmap(
     pairs: pd.DataFrame, run: Hashable, out_png: str | os.PathLike, out_svg: str | os.PathLike
 ) -> tuple[Path, Path]:
-    """Draw the OOD x OOD ``r_partial`` heatmap of ``run`` to ``out_png`` and ``out_svg``.
+    """Draw the OOD x OOD ``r_primary`` heatmap of ``run`` to ``out_png`` and ``out_svg``.
 
     Colour scale ``RdBu_r`` fixed to [-1, 1]; the diagonal is left blank; each off-diagonal
-    cell shows ``r_partial`` to two decimals followed by ``*`` when ``p_partial_holm`` <
-    :data:`HOLM_ALPHA` (``n/a`` for an undefined correlation). Returns the two paths.
+    cell shows ``r_primary`` to two decimals followed by ``*`` when ``p_primary_holm`` <
+    :data:`HOLM_ALPHA` (``n/a`` for an undefined correlation); the title names the run's
+    ``method`` (:data:`METHOD_TITLES`). Returns the two paths.
     """
+    require_columns(pairs, ["method"], "pairs table", AnalysisError)
     r, p = partial_matrix(pairs, run)
     names = list(r.index)
-    model = pairs.loc[pairs["run"] == run, "model"].iloc[0]
+    rows = pairs.loc[pairs["run"] == run]
+    model = rows["model"].iloc[0]
+    methods = rows["method"].unique().tolist()
+    if len(methods) != 1 or methods[0] not in METHOD_TITLES:
+        raise AnalysisError(f"pairs table: run '{run}' has method(s) {methods}; expected one of {list(METHOD_TITLES)}")
     k = len(names)
     side = max(3.5, 0.8 * k + 2.0)
     fig, ax = plt.subplots(figsize=(side + 1.2, side))
@@ -104,9 +121,11 @@ def heatmap(
                 ax.text(j, i, text, ha="center", va="center", color=colour, fontsize=9)
         ax.set_xticks(range(k), [str(n) for n in names], rotation=45, ha="right")
         ax.set_yticks(range(k), [str(n) for n in names])
-        ax.set_title(f"Partial r of OOD pairs (ID removed)\n{model} / run {run}", fontsize=10)
+        ax.set_title(
+            f"Partial r of OOD pairs, ID removed by\n{METHOD_TITLES[methods[0]]}\n{model} / run {run}", fontsize=10
+        )
         bar = fig.colorbar(image, ax=ax, fraction=0.046, pad=0.04)
-        bar.set_label("partial r")
+        bar.set_label(f"partial r ({methods[0]})")
         fig.text(0.01, 0.005, f"* Holm-adjusted p < {HOLM_ALPHA:g}", fontsize=8, ha="left", va="bottom")
         return save_figure(fig, out_png, out_svg)
     finally:

@@ -62,8 +62,12 @@ def evaluate_checkpoint(
     LOGGER.info("step %s on %s in %.1f s:\n%s", step, device, time.perf_counter() - start, acc.to_string(index=False))
 
 
-def collect_scores(prediction_paths: Sequence[str], id_set: str, out: str) -> None:
-    """One row per (run, step, test set): accuracy and n; role is id or ood."""
+def collect_scores(prediction_paths: Sequence[str], id_set: str, out_scores: str, out_items: str) -> None:
+    """One row per (run, step, test set): accuracy and n; role is id or ood. And the items
+    table: every prediction of every checkpoint (:data:`~shiftwork.trajectory.analysis.ITEM_COLUMNS`),
+    which the item bootstrap and the label bias of the analysis read."""
+    from shiftwork.trajectory.analysis import ITEM_COLUMNS
+
     preds = pd.concat([read_table(p) for p in prediction_paths], ignore_index=True)
     scores = (
         preds.groupby(["model", "run", "step", "set"], sort=True)["correct"]
@@ -72,43 +76,85 @@ def collect_scores(prediction_paths: Sequence[str], id_set: str, out: str) -> No
         .rename(columns={"set": "testset"})
     )
     scores["role"] = ["id" if t == id_set else "ood" for t in scores["testset"]]
-    write_table(scores, out, make_provenance("collect_scores", {"id_set": id_set}))
+    items = preds[list(ITEM_COLUMNS)].sort_values(["model", "run", "step", "set", "example_id"], kind="stable")
+    prov = make_provenance("collect_scores", {"id_set": id_set})
+    write_table(scores, out_scores, prov)
+    write_table(items.reset_index(drop=True), out_items, prov)
 
 
 def analyse_trajectory(
-    scores_path: str, alpha: float, spline_df: int, out_pairs: str, out_summary: str, out_markdown: str, figure_dir: str
+    scores_path: str,
+    items_path: str,
+    settings: Mapping[str, Any],
+    outputs: Mapping[str, str],
+    figure_dir: str,
 ) -> None:
+    """Pairs, summary, label bias, report and figures of the trajectory study.
+
+    ``settings`` is the config block ``trajectory.analysis`` (``alpha``, ``spline_df``,
+    ``method``, ``gam_df``, ``bootstrap: {resamples, seed}``); ``outputs`` maps ``pairs``,
+    ``summary``, ``label_bias`` and ``report`` to their paths.
+    """
     from shiftwork.reports.tables import to_markdown
-    from shiftwork.trajectory.analysis import pair_table, summary
-    from shiftwork.trajectory.report import curve_plot, heatmap
+    from shiftwork.trajectory.analysis import label_bias, pair_table, summary
+    from shiftwork.trajectory.report import METHOD_TITLES, curve_plot, heatmap
 
     scores = read_table(scores_path)
-    pairs = pair_table(scores, alpha=alpha, df=spline_df)
+    items = read_table(items_path)
+    alpha = settings["alpha"]
+    method = settings["method"]
+    bias = label_bias(items)
+    start = time.perf_counter()
+    pairs = pair_table(
+        scores,
+        alpha=alpha,
+        df=settings["spline_df"],
+        method=method,
+        gam_df=settings["gam_df"],
+        items=items,
+        bias=bias,
+        resamples=settings["bootstrap"]["resamples"],
+        seed=settings["bootstrap"]["seed"],
+    )
+    LOGGER.info(
+        "pair table (%s, %d resamples) in %.1f s",
+        method,
+        settings["bootstrap"]["resamples"],
+        time.perf_counter() - start,
+    )
     summ = summary(pairs)
-    prov = make_provenance("analyse_trajectory", {"alpha": alpha, "spline_df": spline_df})
-    write_table(pairs, out_pairs, prov)
-    write_table(summ, out_summary, prov)
+    prov = make_provenance("analyse_trajectory", dict(settings))
+    write_table(pairs, outputs["pairs"], prov)
+    write_table(summ, outputs["summary"], prov)
+    write_table(bias, outputs["label_bias"], prov)
     figs = Path(figure_dir)
     figs.mkdir(parents=True, exist_ok=True)
     for run in sorted(scores["run"].unique()):
         heatmap(pairs, run, figs / f"partial_{run}.png", figs / f"partial_{run}.svg")
     curve_plot(scores, figs / "curves.png", figs / "curves.svg")
     curves = scores.pivot_table(index=["run", "step"], columns="testset", values="accuracy").reset_index()
+    shown = ["model", "run", "ood_a", "ood_b", "n", "r_raw", "r_primary", "p_primary_holm"]
+    shown += ["boot_sign_share", "r_partial_bias", "sign"]
     text = [
         "# Trajectory study",
         "",
         "## Accuracy per checkpoint",
         "",
         to_markdown(curves),
-        "## OOD pairs: partial correlation controlling ID accuracy",
+        "## Label bias per checkpoint",
         "",
-        to_markdown(
-            pairs[
-                ["model", "run", "ood_a", "ood_b", "n", "r_raw", "r_partial", "p_partial_holm", "r_nonlinear", "sign"]
-            ]
-        ),
-        f"## Share of OOD pairs by sign of the partial correlation (Holm, alpha {alpha:g})",
+        "Share of the checkpoint's test predictions that are 'entailment', over all test sets and per set.",
+        "",
+        to_markdown(bias),
+        f"## OOD pairs: partial correlation controlling ID accuracy, primary method {method}",
+        "",
+        f"ID removed by {METHOD_TITLES[method]}. p_primary_holm: Holm-adjusted within the run. "
+        f"boot_sign_share: share of {settings['bootstrap']['resamples']} item-bootstrap resamples with the sign "
+        "of r_primary. r_partial_bias: linear partial correlation controlling ID accuracy and label bias.",
+        "",
+        to_markdown(pairs[shown]),
+        f"## Share of OOD pairs by sign of the primary partial correlation (Holm, alpha {alpha:g})",
         "",
         to_markdown(summ),
     ]
-    write_text("\n".join(text) + "\n", out_markdown)
+    write_text("\n".join(text) + "\n", outputs["report"])

@@ -1,0 +1,141 @@
+"""Item bootstrap of a run's partial correlations: resample test items, recompute everything.
+
+A run's checkpoints are all scored on the same test items, so the uncertainty that comes from
+*which* items a test set happens to hold is shared by every checkpoint. One bootstrap resample
+draws, for every test set, ``n_s`` of its ``n_s`` items with replacement, uses those SAME
+items at every checkpoint, recomputes every checkpoint's accuracy on every set and then the
+partial correlation of every OOD pair.
+
+Draws
+-----
+The sets are taken in the order given (the analysis passes the ID set first, then the OOD sets
+in sorted order); for each, ``rng.integers(0, n_s, size=(resamples, n_s))`` draws the item
+indices of every resample at once (row ``b`` is resample ``b``; items are the rows of the set's
+correctness matrix). Accuracies are then ``counts @ correct / n_s`` with ``counts[b, i]`` the
+number of times item ``i`` was drawn in resample ``b``.
+
+Statistics
+----------
+:func:`linear_partials` computes the partial correlation controlling linearly for the ID column
+for all resamples at once: the correlation of the OLS residuals of the two OOD columns on
+``[1, id]`` (equal to ``(r_ab - r_az r_bz) / sqrt((1 - r_az**2)(1 - r_bz**2))``).
+:func:`gam_partials` refits the GAM of every OOD column on each resample's ID column with the
+penalty weight of the point estimate held fixed (re-choosing it by GCV in every resample would
+cost a grid search per column and resample); the basis is rebuilt on the resampled ID column.
+A resample in which a correlation is undefined (the ID column constant, or an OOD column with no
+variance left after the control, as in the point estimate) gives NaN and is left out of
+:func:`summarise`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from shiftwork.trajectory.gam import penalised_residuals
+
+__all__ = ["DEGENERATE_SHARE", "gam_partials", "linear_partials", "resample_accuracies", "summarise"]
+
+DEGENERATE_SHARE = 1e-12
+"""A residual sum of squares below this share of the total means "no variance left"."""
+
+
+def resample_accuracies(correct: Sequence[np.ndarray], rng: np.random.Generator, resamples: int) -> np.ndarray:
+    """``(resamples, checkpoints, sets)`` accuracies of item-bootstrap resamples.
+
+    ``correct[s]`` is the items x checkpoints 0/1 matrix of set ``s`` (rows: items, the same at
+    every checkpoint). See the module notes for the order of the draws.
+    """
+    if not correct:
+        raise ValueError("resample_accuracies: no sets")
+    steps = correct[0].shape[1]
+    out = np.empty((resamples, steps, len(correct)))
+    for s, matrix in enumerate(correct):
+        matrix = np.asarray(matrix, dtype=float)
+        n_items = matrix.shape[0]
+        idx = rng.integers(0, n_items, size=(resamples, n_items))
+        flat = (np.arange(resamples)[:, None] * n_items + idx).ravel()
+        counts = np.bincount(flat, minlength=resamples * n_items).reshape(resamples, n_items)
+        out[:, :, s] = counts @ matrix / n_items
+    return out
+
+
+def _correlate(ra: np.ndarray, rb: np.ndarray, ok_a: np.ndarray, ok_b: np.ndarray) -> np.ndarray:
+    """Row-wise correlation of centred residual rows (NaN where a row has no variance left)."""
+    num = np.einsum("bt,bt->b", ra, rb)
+    den = np.sqrt(np.einsum("bt,bt->b", ra, ra) * np.einsum("bt,bt->b", rb, rb))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        r = np.clip(num / den, -1.0, 1.0)
+    return np.where(ok_a & ok_b, r, np.nan)
+
+
+def _left(resid: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """Per row: does ``resid`` keep more than :data:`DEGENERATE_SHARE` of the variance of ``values``?"""
+    centred = values - values.mean(axis=1, keepdims=True)
+    total = np.einsum("bt,bt->b", centred, centred)
+    return (total > 0.0) & (np.einsum("bt,bt->b", resid, resid) > DEGENERATE_SHARE * total)
+
+
+def linear_partials(acc: np.ndarray, pairs: Sequence[tuple[int, int]], id_col: int = 0) -> np.ndarray:
+    """``(resamples, pairs)`` partial correlations controlling linearly for column ``id_col``."""
+    z = acc[:, :, id_col]
+    zc = z - z.mean(axis=1, keepdims=True)
+    szz = np.einsum("bt,bt->b", zc, zc)
+    z_ok = np.ptp(z, axis=1) > 0.0
+    resid = {}
+    ok = {}
+    for col in sorted({c for pair in pairs for c in pair}):
+        y = acc[:, :, col]
+        yc = y - y.mean(axis=1, keepdims=True)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            slope = np.where(z_ok, np.einsum("bt,bt->b", yc, zc) / szz, 0.0)
+        resid[col] = yc - slope[:, None] * zc
+        ok[col] = z_ok & _left(resid[col], y)
+    out = np.empty((acc.shape[0], len(pairs)))
+    for k, (a, b) in enumerate(pairs):
+        out[:, k] = _correlate(resid[a], resid[b], ok[a], ok[b])
+    return out
+
+
+def gam_partials(
+    acc: np.ndarray, pairs: Sequence[tuple[int, int]], alphas: dict[int, float], df: int, id_col: int = 0
+) -> np.ndarray:
+    """``(resamples, pairs)`` correlations of GAM residuals on column ``id_col``, each OOD column
+    ``c`` refitted with its fixed penalty weight ``alphas[c]`` (NaN: no point estimate, so NaN)."""
+    cols = sorted({c for pair in pairs for c in pair})
+    fit_cols = [c for c in cols if not np.isnan(alphas.get(c, np.nan))]
+    resamples, steps, _ = acc.shape
+    resid = {c: np.zeros((resamples, steps)) for c in cols}
+    ok = {c: np.zeros(resamples, dtype=bool) for c in cols}
+    for b in range(resamples):
+        z = acc[b, :, id_col]
+        if np.ptp(z) == 0.0 or not fit_cols:
+            continue
+        fitted = penalised_residuals(acc[b][:, fit_cols], z, df, np.array([alphas[c] for c in fit_cols]))
+        for j, c in enumerate(fit_cols):
+            resid[c][b] = fitted[:, j] - fitted[:, j].mean()
+    for c in fit_cols:
+        ok[c] = (np.ptp(acc[:, :, id_col], axis=1) > 0.0) & _left(resid[c], acc[:, :, c])
+    out = np.empty((resamples, len(pairs)))
+    for k, (a, b) in enumerate(pairs):
+        out[:, k] = _correlate(resid[a], resid[b], ok[a], ok[b])
+    return out
+
+
+def summarise(r_boot: np.ndarray, r_point: float) -> dict[str, float | int]:
+    """``boot_sign_share``, ``boot_ci_low``, ``boot_ci_high``, ``n_boot`` of one pair.
+
+    ``n_boot`` counts the resamples with a defined correlation; ``boot_sign_share`` is the share
+    of them whose sign equals that of ``r_point`` (NaN when ``r_point`` is NaN or 0 or no
+    resample is defined); the interval is the 2.5 and 97.5 percentiles of the defined resamples
+    (:func:`numpy.percentile`, linear interpolation; NaN when none is defined).
+    """
+    values = np.asarray(r_boot, dtype=float)
+    values = values[np.isfinite(values)]
+    n = int(values.size)
+    if n == 0:
+        return {"boot_sign_share": np.nan, "boot_ci_low": np.nan, "boot_ci_high": np.nan, "n_boot": 0}
+    lo, hi = np.percentile(values, [2.5, 97.5])
+    share = float(np.mean(np.sign(values) == np.sign(r_point))) if np.isfinite(r_point) and r_point != 0 else np.nan
+    return {"boot_sign_share": share, "boot_ci_low": float(lo), "boot_ci_high": float(hi), "n_boot": n}
