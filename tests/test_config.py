@@ -186,7 +186,7 @@ def test_an_absent_study_section_reads_as_nothing_to_run():
         "suites": {},
         "runs": {},
         "eval_batch_size": 32,
-        "analysis": {"alpha": 0.05, "spline_df": 3},
+        "analysis": {"windows": True, "alpha": 0.05, "spline_df": 3},
     }
     assert empty_section("organisms")["evaluation"]["samples"] == 4
 
