@@ -102,9 +102,30 @@ rule analyse_trajectory:
         "../scripts/analyse_trajectory.py"
 
 
+rule plot_trajectory:
+    input:
+        scores="results/trajectory/scores.parquet",
+        pairs="results/trajectory/pairs.parquet",
+    output:
+        **window_outputs(),
+        raw_vs_partial="results/trajectory/raw_vs_partial.parquet",
+        fingerprint="results/trajectory/fingerprint.parquet",
+        markdown="results/trajectory/figures.md",
+        figures=trajectory_plots(),
+    log:
+        "logs/plot_trajectory.log",
+    conda:
+        "../envs/shiftwork.yaml"
+    params:
+        analysis=TRAJECTORY["analysis"],
+    script:
+        "../scripts/plot_trajectory.py"
+
+
 rule trajectory:
     input:
         "results/trajectory/report.md",
         "results/trajectory/pairs.parquet",
         "results/trajectory/summary.parquet",
         "results/trajectory/label_bias.parquet",
+        "results/trajectory/figures.md",

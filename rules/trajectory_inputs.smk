@@ -79,5 +79,26 @@ def trajectory_figures():
     ]
 
 
+def window_outputs():
+    """The early/late window table, when config trajectory.analysis.windows asks for it."""
+    if TRAJECTORY["analysis"]["windows"]:
+        return {"windows": "results/trajectory/windows.parquet"}
+    return {}
+
+
+def trajectory_plots():
+    """The figures of rule plot_trajectory."""
+    names = [f"scatter_{run}" for run in RUNS] + ["raw_vs_partial", "fingerprint"]
+    if TRAJECTORY["analysis"]["windows"]:
+        names.append("windows")
+    return [
+        f"results/trajectory/figures/{n}.{ext}" for n in names for ext in ("png", "svg")
+    ]
+
+
 def trajectory_targets():
-    return ["results/trajectory/report.md", "results/trajectory/summary.parquet"]
+    return [
+        "results/trajectory/report.md",
+        "results/trajectory/summary.parquet",
+        "results/trajectory/figures.md",
+    ]

@@ -186,6 +186,7 @@ def reference_errors(config: Mapping[str, Any]) -> list[str]:
             check("stability.variants.structural.rewriter", structural["rewriter"], models, "model")
     traj = config.get("trajectory") or {}
     suites = set(traj.get("suites") or {})
+    windows = bool((traj.get("analysis") or {}).get("windows", True))
     for run, spec in (traj.get("runs") or {}).items():
         check(f"trajectory.runs.{run}.model", spec.get("model"), models, "model")
         check(f"trajectory.runs.{run}.suite", spec.get("suite"), suites, "suite")
@@ -195,6 +196,11 @@ def reference_errors(config: Mapping[str, Any]) -> list[str]:
         n = len(run_steps(spec)) if has_ft != has_ck else 0
         if has_ft != has_ck and n < 4:
             errors.append(f"config key 'trajectory.runs.{run}': {n} checkpoints; partial correlations need at least 4")
+        elif has_ft != has_ck and windows and n < 8:
+            errors.append(
+                f"config key 'trajectory.runs.{run}': {n} checkpoints; the early/late window analysis needs at "
+                "least 8 (4 in each half); give the run more checkpoints or set trajectory.analysis.windows: false"
+            )
         for i, ck in enumerate(spec.get("checkpoints") or []):
             if ("path" in ck) == ("hub" in ck):
                 errors.append(

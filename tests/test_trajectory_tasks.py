@@ -75,6 +75,9 @@ def test_config_checks_for_runs(default_config, tmp_path, root):
     run = cfg["trajectory"]["runs"]["smollm2-lora-s0"]
     del run["finetune"]
     run["checkpoints"] = [{"step": s, "path": str(tmp_path / f"ck{s}")} for s in (1, 2, 3, 4)]
+    with pytest.raises(ConfigError, match="4 checkpoints; the early/late window analysis needs at least 8"):
+        check_config(cfg)
+    cfg["trajectory"]["analysis"]["windows"] = False  # four checkpoints suffice without the windows
     with pytest.raises(ConfigError) as info:
         check_config(cfg, root=root)
     assert "trajectory.runs.smollm2-lora-s0.checkpoints.0.path" in str(info.value)

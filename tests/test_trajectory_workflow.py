@@ -36,6 +36,7 @@ def tiny_trajectory_config() -> dict:
             },
         }
     }
+    cfg["trajectory"]["analysis"]["windows"] = False  # 4 checkpoints: too few for two windows
     for spec in cfg["datasets"].values():
         spec["source"]["path"] = str(ROOT / spec["source"]["path"])
     return cfg
@@ -84,6 +85,11 @@ def test_scores_and_partial_correlations(traj_dir):
         assert (res / "figures" / f).stat().st_size > 1000
     report = (res / "report.md").read_text()
     assert "## OOD pairs" in report and "## Label bias per checkpoint" in report
+    for f in ["scatter_tiny-lora.png", "raw_vs_partial.png", "fingerprint.png"]:
+        assert (res / "figures" / f).stat().st_size > 1000
+    finger = pd.read_parquet(res / "fingerprint.parquet")
+    assert finger[["ood_a", "ood_b", "n_runs"]].values.tolist() == [["negation", "noise", 1]]
+    assert "fingerprint.png" in (res / "figures.md").read_text()
 
 
 @pytest.mark.workflow

@@ -5,7 +5,8 @@ removed by the primary method, linear or GAM; see
 :func:`shiftwork.trajectory.analysis.pair_table`) on a diverging colour scale fixed to [-1, 1],
 the diagonal blank, every cell annotated with its value and ``*`` where ``p_primary_holm``
 is below 0.05; its title names the method. :func:`curve_plot` draws accuracy over steps per test
-set, one panel per run, the ID line thicker.
+set, one panel per run, the ID line thicker, a dashed line at chance (0.5) and one legend
+outside the panels.
 
 Every figure is written as PNG (dpi 150) and SVG, each atomically: to a temporary sibling
 with the same extension in the same directory, then renamed over the target with
@@ -31,7 +32,7 @@ from shiftwork.checks import require_columns
 from shiftwork.reports.figures import save_figure
 from shiftwork.trajectory.analysis import ID_ROLE, REQUIRED_COLUMNS, AnalysisError, sorted_mixed
 
-__all__ = ["HOLM_ALPHA", "curve_plot", "heatmap", "partial_matrix"]
+__all__ = ["CHANCE", "HOLM_ALPHA", "curve_plot", "heatmap", "partial_matrix"]
 
 HOLM_ALPHA = 0.05
 """A heatmap cell is marked ``*`` when its ``p_primary_holm`` is below this."""
@@ -41,6 +42,10 @@ METHOD_TITLES = {
     "gam": "GAM (penalised spline of ID accuracy, GCV)",
 }
 """How a heatmap's title names the primary method of :func:`~shiftwork.trajectory.analysis.pair_table`."""
+
+CHANCE = 0.5
+"""Chance accuracy of the study's two-way (entailment / not) tasks: the dashed line of
+:func:`curve_plot`."""
 
 _PAIR_NEEDS = ("model", "run", "ood_a", "ood_b")
 
@@ -102,7 +107,7 @@ def heatmap(
         raise AnalysisError(f"pairs table: run '{run}' has method(s) {methods}; expected one of {list(METHOD_TITLES)}")
     k = len(names)
     side = max(3.5, 0.8 * k + 2.0)
-    fig, ax = plt.subplots(figsize=(side + 1.2, side))
+    fig, ax = plt.subplots(figsize=(side + 1.2, side), layout="constrained")
     try:
         cmap = matplotlib.colormaps["RdBu_r"].with_extremes(bad="white")
         values = np.ma.masked_invalid(r.to_numpy(dtype=float))
@@ -122,11 +127,12 @@ def heatmap(
         ax.set_xticks(range(k), [str(n) for n in names], rotation=45, ha="right")
         ax.set_yticks(range(k), [str(n) for n in names])
         ax.set_title(
-            f"Partial r of OOD pairs, ID removed by\n{METHOD_TITLES[methods[0]]}\n{model} / run {run}", fontsize=10
+            f"Partial r of OOD pairs, ID removed by\n{METHOD_TITLES[methods[0]]}\n{model} / run {run}"
+            f"\n* Holm-adjusted p < {HOLM_ALPHA:g}",
+            fontsize=10,
         )
         bar = fig.colorbar(image, ax=ax, fraction=0.046, pad=0.04)
         bar.set_label(f"partial r ({methods[0]})")
-        fig.text(0.01, 0.005, f"* Holm-adjusted p < {HOLM_ALPHA:g}", fontsize=8, ha="left", va="bottom")
         return save_figure(fig, out_png, out_svg)
     finally:
         plt.close(fig)
@@ -135,21 +141,31 @@ def heatmap(
 # --------------------------------------------------------------------------- curves
 
 
-def curve_plot(scores: pd.DataFrame, out_png: str | os.PathLike, out_svg: str | os.PathLike) -> tuple[Path, Path]:
+def curve_plot(
+    scores: pd.DataFrame, out_png: str | os.PathLike, out_svg: str | os.PathLike, chance: float | None = CHANCE
+) -> tuple[Path, Path]:
     """Draw accuracy over steps per test set, one panel per run (sorted by model, run; up to
-    three panels a row), to ``out_png`` and ``out_svg``. The ID test set's line is thicker and
-    labelled ``(ID)``. Returns the two paths; :class:`AnalysisError` for a table without the
-    scores columns or without rows.
+    three panels a row), to ``out_png`` and ``out_svg``. The ID test set's line is black,
+    thicker and labelled ``(ID)``; each OOD test set keeps one colour in every panel; a
+    dashed grey line marks ``chance`` (none when ``None``). One legend for the figure sits
+    outside the panels, on the right, so it hides no point. Returns the two paths;
+    :class:`AnalysisError` for a table without the scores columns or without rows.
     """
     require_columns(scores, REQUIRED_COLUMNS, "scores table", AnalysisError)
     if scores.empty:
         raise AnalysisError("scores table: no rows")
     runs = scores[["model", "run"]].drop_duplicates()
     runs = sorted(runs.itertuples(index=False), key=lambda t: (str(t.model), str(t.run)))
+    testsets = sorted_mixed(scores.loc[scores["role"] != ID_ROLE, "testset"].unique().tolist())
+    palette = matplotlib.colormaps["tab10"].colors
+    colour_of = {t: palette[i % len(palette)] for i, t in enumerate(testsets)}
     ncols = min(3, len(runs))
     nrows = math.ceil(len(runs) / ncols)
-    fig, axes = plt.subplots(nrows, ncols, figsize=(4.8 * ncols, 3.4 * nrows), squeeze=False)
+    fig, axes = plt.subplots(
+        nrows, ncols, figsize=(4.6 * ncols + 1.6, 3.4 * nrows), squeeze=False, layout="constrained"
+    )
     try:
+        legend: dict[str, object] = {}
         for ax in axes.flat[len(runs) :]:
             ax.set_visible(False)
         for ax, (model, run) in zip(axes.flat, runs):
@@ -157,23 +173,31 @@ def curve_plot(scores: pd.DataFrame, out_png: str | os.PathLike, out_svg: str | 
             for testset in sorted_mixed(rows["testset"].unique().tolist()):
                 part = rows[rows["testset"] == testset].sort_values("step")
                 is_id = (part["role"] == ID_ROLE).any()
-                ax.plot(
+                label = f"{testset} (ID)" if is_id else str(testset)
+                (line,) = ax.plot(
                     part["step"].to_numpy(),
                     part["accuracy"].to_numpy(dtype=float),
                     marker="o",
                     markersize=3,
                     linewidth=2.8 if is_id else 1.2,
-                    color="black" if is_id else None,
-                    label=f"{testset} (ID)" if is_id else str(testset),
+                    color="black" if is_id else colour_of[testset],
+                    label=label,
                     zorder=3 if is_id else 2,
                 )
+                legend.setdefault(label, line)
+            if chance is not None:
+                line = ax.axhline(chance, color="0.45", linestyle="--", linewidth=1.0, zorder=1, label="chance")
+                legend.setdefault("chance", line)
             ax.set_title(f"{model} / run {run}", fontsize=10)
             ax.set_xlabel("step")
             ax.set_ylabel("accuracy")
             ax.set_ylim(-0.02, 1.02)
             ax.grid(alpha=0.3)
-            ax.legend(fontsize=7, loc="best")
-        fig.tight_layout()
+        ids = [k for k in legend if k.endswith(" (ID)")]
+        order = ids + [k for k in legend if k not in ids and k != "chance"] + (["chance"] if "chance" in legend else [])
+        fig.legend(
+            [legend[k] for k in order], order, loc="outside right upper", fontsize=8, frameon=False, title="test set"
+        )
         return save_figure(fig, out_png, out_svg)
     finally:
         plt.close(fig)

@@ -158,3 +158,47 @@ def analyse_trajectory(
         to_markdown(summ),
     ]
     write_text("\n".join(text) + "\n", outputs["report"])
+
+
+def plot_trajectory(
+    scores_path: str,
+    pairs_path: str,
+    analysis: Mapping[str, Any],
+    out_raw_vs_partial: str,
+    out_fingerprint: str,
+    out_windows: str | None,
+    out_markdown: str,
+    figure_dir: str,
+) -> None:
+    """The paper's figures from the scores and the pairs table: per-run scatter plots of the
+    ID residuals, raw vs partial r, early vs late windows (skipped when ``out_windows`` is
+    None) and the cross-model fingerprint; their tables and ``figures.md``. ``analysis`` is
+    config ``trajectory.analysis`` (``alpha``, ``spline_df`` and the primary ``method``)."""
+    from shiftwork.trajectory import figures
+    from shiftwork.trajectory.analysis import sorted_mixed
+    from shiftwork.trajectory.fingerprint import fingerprint
+    from shiftwork.trajectory.primary import raw_vs_primary
+    from shiftwork.trajectory.windows import window_table
+
+    scores = read_table(scores_path)
+    pairs = read_table(pairs_path)
+    alpha, spline_df = float(analysis["alpha"]), int(analysis["spline_df"])
+    method = str(analysis["method"])
+    prov = make_provenance("plot_trajectory", dict(analysis))
+    figs = Path(figure_dir)
+    runs = sorted_mixed(pairs["run"].unique().tolist())
+    for run in runs:
+        figures.scatter_grid(scores, pairs, run, figs / f"scatter_{run}.png", figs / f"scatter_{run}.svg", method)
+    raw = raw_vs_primary(pairs)
+    write_table(raw, out_raw_vs_partial, prov)
+    figures.raw_vs_primary_plot(raw, figs / "raw_vs_partial.png", figs / "raw_vs_partial.svg", method)
+    windows = None
+    if out_windows is not None:
+        windows = window_table(scores, alpha=alpha, df=spline_df, method=method, gam_df=int(analysis["gam_df"]))
+        write_table(windows, out_windows, prov)
+        figures.window_plot(windows, figs / "windows.png", figs / "windows.svg")
+    finger = fingerprint(pairs)
+    write_table(finger, out_fingerprint, prov)
+    figures.fingerprint_plot(finger, figs / "fingerprint.png", figs / "fingerprint.svg", method, alpha)
+    write_text(figures.figures_markdown(runs, finger, windows, method, alpha) + "\n", out_markdown)
+    LOGGER.info("figures of %d run(s) in %s", len(runs), figs)
