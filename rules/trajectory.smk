@@ -60,6 +60,7 @@ rule evaluate_checkpoint:
         checkpoint=checkpoint_spec,
         model=run_model_name,
         batch_size=TRAJECTORY["eval_batch_size"],
+        dtype=TRAJECTORY["eval_dtype"],
     script:
         "../scripts/evaluate_checkpoint.py"
 

@@ -18,4 +18,5 @@ with log_to(snakemake.log[0]), claim_gpu():
         int(snakemake.wildcards.step),
         snakemake.output.predictions,
         batch_size=snakemake.params.batch_size,
+        dtype=snakemake.params.dtype,
     )

@@ -9,7 +9,7 @@ import pandas as pd
 import torch
 
 from shiftwork.inference.generation import length_sorted_batches
-from shiftwork.trajectory.tasks import render, verbaliser_ids
+from shiftwork.trajectory.tasks import next_token_logits, render, verbaliser_ids
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
@@ -32,8 +32,7 @@ def predict(
     for batch in length_sorted_batches(lengths, batch_size):
         enc = tok([prompts[i] for i in batch], return_tensors="pt", padding=True).to(device)
         with torch.inference_mode():
-            # the output head only at the last position: the verbaliser's logits are all we read
-            logits = model(**enc, logits_to_keep=1).logits[:, -1, :]
+            logits = next_token_logits(model, enc["input_ids"], enc["attention_mask"])
         scores[batch] = logits[:, vocab.to(logits.device)].float().cpu().numpy()
     pred = [labels[k] for k in scores.argmax(1)]
     out = examples[["example_id", "set", "label"]].copy()

@@ -19,7 +19,7 @@ from shiftwork.device import pick_device
 from shiftwork.models.checkpoints import CHECKPOINT_INFO
 from shiftwork.models.loading import load_trainable
 from shiftwork.trajectory.schedule import checkpoint_steps
-from shiftwork.trajectory.tasks import render, verbaliser_ids
+from shiftwork.trajectory.tasks import next_token_logits, render, verbaliser_ids
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
@@ -59,7 +59,7 @@ def verbaliser_loss(model: torch.nn.Module, inputs: dict[str, torch.Tensor]) -> 
     but the output head runs at one position per row instead of all of them: on SmolLM2-135M
     that head (49,152 x 576) is a fifth of the forward pass of a 40-token pattern."""
     ids = inputs["input_ids"]
-    logits = model(input_ids=ids, attention_mask=inputs["attention_mask"], logits_to_keep=2).logits[:, 0, :]
+    logits = next_token_logits(model, ids, inputs["attention_mask"], back=1)
     return torch.nn.functional.cross_entropy(logits.float(), ids[:, -1])
 
 

@@ -16,6 +16,7 @@ from shiftwork.data import DatasetError, get_field, read_source
 from shiftwork.trajectory.suite import LABELS, SHIFTS, generate_suite
 
 if TYPE_CHECKING:
+    import torch
     from transformers import PreTrainedTokenizerBase
 
 
@@ -41,6 +42,21 @@ def verbaliser_ids(tokenizer: PreTrainedTokenizerBase, verbalisers: Mapping[str,
     if len(set(ids.values())) != len(ids):
         raise ValueError(f"verbalisers {dict(verbalisers)} share a token")
     return ids
+
+
+def next_token_logits(model: Any, input_ids: torch.Tensor, attention_mask: torch.Tensor, back: int = 0) -> torch.Tensor:
+    """Logits ``[batch, vocab]`` of the token after position ``-1 - back`` of each (left-padded) row.
+
+    The decoder runs once and the output head only on those positions, as a 2-D product: the
+    causal LM's own ``logits_to_keep`` slices a 3-D view, which after a LoRA merge sent PyTorch's
+    CPU kernel to a batched product that copies the 49,152 x 576 head once per row (4.6 s instead
+    of 0.014 s for 64 rows, measured). Works through a peft wrapper; applies a final logit
+    soft-cap where the architecture has one."""
+    lm = model.get_base_model() if hasattr(model, "get_base_model") else model
+    hidden = lm.base_model(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+    logits = lm.get_output_embeddings()(hidden[:, -1 - back, :])
+    cap = getattr(lm.config, "final_logit_softcapping", None)
+    return (logits / cap).tanh() * cap if cap else logits
 
 
 def map_labels(name: str, raw: pd.Series, mapping: Mapping[Any, str]) -> pd.Series:
