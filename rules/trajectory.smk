@@ -38,6 +38,8 @@ rule finetune_model:
     params:
         settings=run_finetune_settings,
         seed=run_seed,
+        pattern=run_pattern,
+        verbalisers=run_verbalisers,
     script:
         "../scripts/finetune_model.py"
 
@@ -60,6 +62,8 @@ rule evaluate_checkpoint:
         checkpoint=checkpoint_spec,
         model=run_model_name,
         batch_size=TRAJECTORY["eval_batch_size"],
+        pattern=run_pattern,
+        verbalisers=run_verbalisers,
     script:
         "../scripts/evaluate_checkpoint.py"
 
@@ -73,6 +77,8 @@ rule collect_scores:
         "logs/collect_scores.log",
     conda:
         "../envs/shiftwork.yaml"
+    params:
+        runs=run_groups(),
     script:
         "../scripts/collect_scores.py"
 

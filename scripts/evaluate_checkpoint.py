@@ -18,4 +18,6 @@ with log_to(snakemake.log[0]), claim_gpu():
         int(snakemake.wildcards.step),
         snakemake.output.predictions,
         batch_size=snakemake.params.batch_size,
+        pattern=snakemake.params.pattern,
+        verbalisers=snakemake.params.verbalisers,
     )
