@@ -7,7 +7,7 @@ from snakemake.logging import logger
 
 # Snakemake puts the Snakefile's directory, the checkout, on sys.path and hands its sys.path
 # to every script, so rules and scripts import this checkout's shiftwork without edits.
-from shiftwork.config import check_config, require_api_keys
+from shiftwork.config import check_config, require_api_keys, trajectory_runs
 from shiftwork.integrity import check_outputs, clear_stale_locks
 from shiftwork.models.prepare import INFO_FILE, preparation, prepared_dir
 
@@ -20,12 +20,10 @@ config.update(check_config(config, root=".", check_keys=False))
 
 def run_names():
     """Runs of the trajectory and organisms studies (one wildcard, `run`, in both)."""
-    names = [
-        run
-        for study in ("trajectory", "organisms")
-        if study in config
-        for run in config[study]["runs"]
-    ]
+    names = (
+        list(trajectory_runs(config["trajectory"])) if "trajectory" in config else []
+    )
+    names += list(config["organisms"]["runs"]) if "organisms" in config else []
     return "|".join(map(re.escape, names)) or "no-run"
 
 

@@ -38,6 +38,8 @@ rule finetune_model:
     params:
         settings=run_finetune_settings,
         seed=run_seed,
+        pattern=run_pattern,
+        verbalisers=run_verbalisers,
     script:
         "../scripts/finetune_model.py"
 
@@ -61,6 +63,8 @@ rule evaluate_checkpoint:
         model=run_model_name,
         batch_size=TRAJECTORY["eval_batch_size"],
         dtype=TRAJECTORY["eval_dtype"],
+        pattern=run_pattern,
+        verbalisers=run_verbalisers,
     script:
         "../scripts/evaluate_checkpoint.py"
 
@@ -75,6 +79,8 @@ rule collect_scores:
         "logs/collect_scores.log",
     conda:
         "../envs/shiftwork.yaml"
+    params:
+        runs=run_groups(),
     script:
         "../scripts/collect_scores.py"
 

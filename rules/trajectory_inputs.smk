@@ -1,9 +1,10 @@
 # The trajectory study's settings and input functions (Snakemake's lint keeps functions out of
 # rule files); rules/trajectory.smk includes this file first.
-from shiftwork.config import empty_section, run_steps
+from shiftwork.config import empty_section, run_steps, trajectory_runs
 
 TRAJECTORY = config.get("trajectory") or empty_section("trajectory")
-RUNS = TRAJECTORY["runs"]
+# the explicit runs and those of trajectory.grid, each with model, suite, shots and seed
+RUNS = trajectory_runs(TRAJECTORY)
 
 
 wildcard_constraints:
@@ -41,6 +42,22 @@ def run_finetune_settings(wildcards):
 
 def run_seed(wildcards):
     return RUNS[wildcards.run]["seed"]
+
+
+def run_pattern(wildcards):
+    return TRAJECTORY["suites"][RUNS[wildcards.run]["suite"]]["pattern"]
+
+
+def run_verbalisers(wildcards):
+    return TRAJECTORY["suites"][RUNS[wildcards.run]["suite"]]["verbalisers"]
+
+
+def run_groups():
+    """What collect_scores adds to each run's rows: suite, shots and seed."""
+    return {
+        run: {key: spec[key] for key in ("suite", "shots", "seed")}
+        for run, spec in RUNS.items()
+    }
 
 
 def evaluate_inputs(wildcards):

@@ -19,4 +19,6 @@ with log_to(snakemake.log[0]), claim_gpu():
         snakemake.output.predictions,
         batch_size=snakemake.params.batch_size,
         dtype=snakemake.params.dtype,
+        pattern=snakemake.params.pattern,
+        verbalisers=snakemake.params.verbalisers,
     )

@@ -15,4 +15,6 @@ with log_to(snakemake.log[0]), claim_gpu():
         snakemake.params.settings,
         snakemake.params.seed,
         snakemake.output.checkpoints,
+        snakemake.params.pattern,
+        snakemake.params.verbalisers,
     )

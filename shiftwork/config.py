@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import copy
 import difflib
+import itertools
+import math
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -89,7 +91,7 @@ def with_defaults(config: Mapping[str, Any], schema: Mapping[str, Any] | None = 
     def fill(validator, properties, instance, subschema):
         if isinstance(instance, dict):
             for key, spec in properties.items():
-                if "default" in spec and key not in instance:
+                if isinstance(spec, Mapping) and "default" in spec and key not in instance:
                     instance[key] = copy.deepcopy(spec["default"])
         yield from check_properties(validator, properties, instance, subschema)
 
@@ -184,28 +186,7 @@ def reference_errors(config: Mapping[str, Any]) -> list[str]:
             )
         else:
             check("stability.variants.structural.rewriter", structural["rewriter"], models, "model")
-    traj = config.get("trajectory") or {}
-    suites = set(traj.get("suites") or {})
-    windows = bool((traj.get("analysis") or {}).get("windows", True))
-    for run, spec in (traj.get("runs") or {}).items():
-        check(f"trajectory.runs.{run}.model", spec.get("model"), models, "model")
-        check(f"trajectory.runs.{run}.suite", spec.get("suite"), suites, "suite")
-        has_ft, has_ck = "finetune" in spec, "checkpoints" in spec
-        if has_ft == has_ck:
-            errors.append(f"config key 'trajectory.runs.{run}': give exactly one of 'finetune' or 'checkpoints'")
-        n = len(run_steps(spec)) if has_ft != has_ck else 0
-        if has_ft != has_ck and n < 4:
-            errors.append(f"config key 'trajectory.runs.{run}': {n} checkpoints; partial correlations need at least 4")
-        elif has_ft != has_ck and windows and n < 8:
-            errors.append(
-                f"config key 'trajectory.runs.{run}': {n} checkpoints; the early/late window analysis needs at "
-                "least 8 (4 in each half); give the run more checkpoints or set trajectory.analysis.windows: false"
-            )
-        for i, ck in enumerate(spec.get("checkpoints") or []):
-            if ("path" in ck) == ("hub" in ck):
-                errors.append(
-                    f"config key 'trajectory.runs.{run}.checkpoints.{i}': give exactly one of 'path' or 'hub'"
-                )
+    errors += trajectory_errors(config, models)
     errors += organism_errors(config.get("organisms") or {}, models)
     errors += api_model_errors(config)
     for study in config.get("studies") or []:
@@ -231,10 +212,12 @@ def api_model_errors(config: Mapping[str, Any]) -> list[str]:
     registry = config.get("models") or {}
     api = {n for n, spec in registry.items() if ((spec or {}).get("source") or {}).get("kind") == "openai_compatible"}
     errors = []
+    runs, keys, _ = expand_runs(config.get("trajectory") or {})
     uses = [
-        (f"trajectory.runs.{run}.model", spec.get("model"))
-        for run, spec in ((config.get("trajectory") or {}).get("runs") or {}).items()
+        (f"{keys[run]}.model" if keys[run].startswith("trajectory.runs.") else f"{keys[run]}.models", spec["model"])
+        for run, spec in runs.items()
     ]
+    uses = list(dict.fromkeys(uses))
     uses += [
         (f"organisms.sft.{name}.model", spec.get("model"))
         for name, spec in ((config.get("organisms") or {}).get("sft") or {}).items()
@@ -255,6 +238,149 @@ def api_model_errors(config: Mapping[str, Any]) -> list[str]:
             errors.append(
                 f"config key '{key}': model '{name}' is served over an API; it must be a chat model (chat: true)"
             )
+    return errors
+
+
+RUN_NAME = "{model}-{suite}-k{shots}-s{seed}"
+
+
+def grid_runs(name: str, grid: Mapping[str, Any]) -> dict[str, dict]:
+    """The runs that the entry ``trajectory.grid.NAME`` stands for: one per (model, suite, shots,
+    seed), named :data:`RUN_NAME`, fine-tuned with the entry's ``finetune`` settings on ``shots``
+    ID training examples (``finetune.n_train``). Each run records its model, suite, shots, seed
+    and grid, so that results can be grouped by any of them."""
+    runs = {}
+    for model, suite, shots, seed in itertools.product(grid["models"], grid["suites"], grid["shots"], grid["seeds"]):
+        run = RUN_NAME.format(model=model, suite=suite, shots=shots, seed=seed)
+        finetune = copy.deepcopy(dict(grid["finetune"]))
+        finetune["n_train"] = int(shots)
+        runs[run] = {
+            "model": model,
+            "suite": suite,
+            "shots": int(shots),
+            "seed": int(seed),
+            "grid": name,
+            "finetune": finetune,
+        }
+    return runs
+
+
+def finetune_schedule(settings: Mapping[str, Any]) -> dict:
+    """Fine-tuning ``settings`` with its length (``steps``) and checkpoint cadence
+    (``checkpoint_every``) in optimiser steps. Either may be given in epochs (``epochs``,
+    ``checkpoint_every_epochs``): an epoch is ceil(n_train / batch_size) steps, as the Trainer
+    walks n_train examples in batches of batch_size. Raises ValueError naming what is missing."""
+    out = copy.deepcopy(dict(settings))
+    for steps_key, epochs_key in (("steps", "epochs"), ("checkpoint_every", "checkpoint_every_epochs")):
+        if (steps_key in out) == (epochs_key in out):
+            raise ValueError(f"give exactly one of '{steps_key}' or '{epochs_key}'")
+    if "epochs" in out or "checkpoint_every_epochs" in out:
+        if "n_train" not in out:
+            raise ValueError(
+                "'epochs' and 'checkpoint_every_epochs' count passes over n_train examples; set 'n_train' "
+                "(a grid's shots set it)"
+            )
+        per_epoch = math.ceil(int(out["n_train"]) / int(out["batch_size"]))
+        if "epochs" in out:
+            out["steps"] = int(out["epochs"]) * per_epoch
+        if "checkpoint_every_epochs" in out:
+            out["checkpoint_every"] = int(out["checkpoint_every_epochs"]) * per_epoch
+    return out
+
+
+def expand_runs(traj: Mapping[str, Any]) -> tuple[dict[str, dict], dict[str, str], list[str]]:
+    """Every run of a ``trajectory`` section (defaults filled in): the explicit ``runs`` and the
+    runs of every ``grid`` entry (:func:`grid_runs`), each with its fine-tuning schedule in steps
+    (:func:`finetune_schedule`) and its ``shots`` (``finetune.n_train``, None when it is not
+    set). Returns the runs, the config key each one comes from, and the problems found: a run
+    name made twice, a grid that sets ``n_train`` itself, a schedule that cannot be resolved."""
+    runs: dict[str, dict] = {}
+    keys: dict[str, str] = {}
+    errors: list[str] = []
+    for name, spec in (traj.get("runs") or {}).items():
+        run = copy.deepcopy(dict(spec))
+        run["shots"] = (spec.get("finetune") or {}).get("n_train")
+        runs[name], keys[name] = run, f"trajectory.runs.{name}"
+    for grid_name, grid in (traj.get("grid") or {}).items():
+        key = f"trajectory.grid.{grid_name}"
+        if "n_train" in grid["finetune"]:
+            errors.append(f"config key '{key}.finetune.n_train': a grid's shots set n_train; remove it")
+        for name, run in grid_runs(grid_name, grid).items():
+            if name in runs:
+                errors.append(
+                    f"config key '{key}': run '{name}' is also made by '{keys[name]}'; run names must be unique"
+                )
+                continue
+            runs[name], keys[name] = run, key
+    for name, run in runs.items():
+        if "finetune" in run:
+            try:
+                run["finetune"] = finetune_schedule(run["finetune"])
+            except ValueError as err:
+                where = keys[name] if keys[name].startswith("trajectory.runs.") else f"{keys[name]} (run '{name}')"
+                errors.append(f"config key '{where}.finetune': {err}")
+    return runs, keys, errors
+
+
+def trajectory_runs(traj: Mapping[str, Any]) -> dict[str, dict]:
+    """The runs of a ``trajectory`` section (defaults filled in), explicit and from the grid
+    (:func:`expand_runs`); raise :class:`ConfigError` if they cannot be made."""
+    runs, _, errors = expand_runs(traj)
+    if errors:
+        raise ConfigError("invalid configuration:\n  - " + "\n  - ".join(errors))
+    return runs
+
+
+def trajectory_errors(config: Mapping[str, Any], models: set[str]) -> list[str]:
+    """Problems of the ``trajectory`` section that the schema cannot see: unknown models and
+    suites, grid expansions that clash, too few checkpoints, prompt patterns that cannot be filled."""
+    from shiftwork.trajectory.tasks import pattern_problem
+
+    if "trajectory" not in config:
+        return []
+    traj = config["trajectory"] or {}
+    suites = set(traj.get("suites") or {})
+    errors: list[str] = []
+
+    def check(key: str, name: Any, known: set[str], what: str) -> None:
+        if name not in known:
+            errors.append(
+                f"config key '{key}': unknown {what} '{name}'; defined {what}s are {sorted(known)}"
+                + _suggest(str(name), known)
+            )
+
+    for name, suite in (traj.get("suites") or {}).items():
+        problem = pattern_problem(suite["pattern"])
+        if problem:
+            errors.append(f"config key 'trajectory.suites.{name}.pattern': {problem}")
+    for name, grid in (traj.get("grid") or {}).items():
+        for i, model in enumerate(grid["models"]):
+            check(f"trajectory.grid.{name}.models.{i}", model, models, "model")
+        for i, suite in enumerate(grid["suites"]):
+            check(f"trajectory.grid.{name}.suites.{i}", suite, suites, "suite")
+    runs, keys, expansion = expand_runs(traj)
+    errors += expansion
+    for run, spec in (traj.get("runs") or {}).items():
+        check(f"trajectory.runs.{run}.model", spec.get("model"), models, "model")
+        check(f"trajectory.runs.{run}.suite", spec.get("suite"), suites, "suite")
+        if ("finetune" in spec) == ("checkpoints" in spec):
+            errors.append(f"config key 'trajectory.runs.{run}': give exactly one of 'finetune' or 'checkpoints'")
+        for i, ck in enumerate(spec.get("checkpoints") or []):
+            if ("path" in ck) == ("hub" in ck):
+                errors.append(
+                    f"config key 'trajectory.runs.{run}.checkpoints.{i}': give exactly one of 'path' or 'hub'"
+                )
+    for run, spec in runs.items():
+        if ("finetune" in spec) == ("checkpoints" in spec):
+            continue
+        if "finetune" in spec and not {"steps", "checkpoint_every"} <= set(spec["finetune"]):
+            continue  # the schedule could not be resolved: reported above
+        n = len(run_steps(spec))
+        if n < 4:
+            where = keys[run] if keys[run].startswith("trajectory.runs.") else f"{keys[run]} (run '{run}')"
+            errors.append(f"config key '{where}': {n} checkpoints; partial correlations need at least 4")
+    if not runs:
+        errors.append("config key 'trajectory': no runs; list them under 'trajectory.runs' or 'trajectory.grid'")
     return errors
 
 
@@ -369,7 +495,7 @@ def used_models(config: Mapping[str, Any]) -> list[str]:
             names.append(structural["rewriter"])
         if (st.get("axes") or {}).get("judge"):
             names.append(st["axes"]["judge"])
-    names += [run.get("model") for run in ((config.get("trajectory") or {}).get("runs") or {}).values()]
+    names += [run.get("model") for run in expand_runs(config.get("trajectory") or {})[0].values()]
     names += [
         spec.get("model") for spec in ((config.get("organisms") or {}).get("sft") or {}).values() if "path" not in spec
     ]

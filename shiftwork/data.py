@@ -81,7 +81,9 @@ def _read_hub(name: str, source: Mapping[str, Any]) -> pd.DataFrame:
     except ImportError as err:
         raise DatasetError(f"dataset '{name}': hub datasets need the 'datasets' package") from err
     try:
-        ds = hf_datasets.load_dataset(source["id"], source.get("config"), split=source.get("split", "train"))
+        ds = hf_datasets.load_dataset(
+            source["id"], source.get("config"), split=source.get("split", "train"), revision=source.get("revision")
+        )
     except Exception as err:  # the hub client raises many types for "unreachable"
         raise DatasetError(
             f"dataset '{name}': hub dataset '{source['id']}' could not be loaded ({type(err).__name__}: {err}). "

@@ -185,6 +185,7 @@ def test_an_absent_study_section_reads_as_nothing_to_run():
     assert empty_section("trajectory") == {
         "suites": {},
         "runs": {},
+        "grid": {},
         "eval_batch_size": 32,
         "analysis": {
             "windows": True,

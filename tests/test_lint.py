@@ -72,8 +72,9 @@ def test_paper_gpu_jobs():
         if rule in ("generate_responses", "finetune_model", "evaluate_checkpoint"):
             assert any("gpu=1" in line for line in lines), block
             counts[rule] = counts.get(rule, 0) + 1
-    # 8 models x 6 datasets; 6 trajectory runs, 13 checkpoints each
-    assert counts == {"generate_responses": 48, "finetune_model": 6, "evaluate_checkpoint": 78}
+    # 8 models x 6 datasets; 320 trajectory runs (8 models x 2 ID sets x 4 shot counts x 5 seeds),
+    # 41 checkpoints each
+    assert counts == {"generate_responses": 48, "finetune_model": 320, "evaluate_checkpoint": 320 * 41}
 
 
 def test_every_rule_has_a_script_and_a_step_of_its_name():

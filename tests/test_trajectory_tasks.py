@@ -8,13 +8,37 @@ from shiftwork.config import ConfigError, check_config
 from shiftwork.data import DatasetError
 from shiftwork.models.checkpoints import CheckpointError, load_checkpoint
 from shiftwork.trajectory.schedule import checkpoint_steps
-from shiftwork.trajectory.tasks import PATTERN, build_suite, load_set, map_labels, render, verbaliser_ids
+from shiftwork.trajectory.tasks import (
+    PATTERN,
+    build_suite,
+    load_set,
+    map_labels,
+    pattern_problem,
+    render,
+    verbaliser_ids,
+)
 
 
 def test_render_pattern():
     text = render("The cat slept on the mat.", "The cat slept.")
     assert text == 'The cat slept on the mat.\nQuestion: Does this mean that "The cat slept"? Yes or no?\nAnswer:'
     assert PATTERN.count("{premise}") == 1
+    # {hypothesis} keeps the full stop, {hypothesis_no_period} drops it; surrounding spaces go
+    assert render(" P. ", " H. ", "{premise}|{hypothesis}|{hypothesis_no_period}") == "P.|H.|H"
+
+
+def test_pattern_problems_are_named(default_config):
+    assert pattern_problem("{premise}Question: {hypothesis} Yes or No?") is None
+    assert "unknown placeholder(s) ['text1']" in pattern_problem("{premise} {text1}")
+    assert "needs {premise}" in pattern_problem("{hypothesis}?")
+    assert "not a format string" in pattern_problem("{premise} {hypothesis")
+    cfg = copy.deepcopy(default_config)
+    cfg["trajectory"]["suites"]["nli-synthetic"]["pattern"] = "{premise} {text2} ?"
+    with pytest.raises(ConfigError, match="config key 'trajectory.suites.nli-synthetic.pattern': unknown placeholder"):
+        check_config(cfg)
+    cfg["trajectory"]["suites"]["nli-synthetic"]["verbalisers"] = {"entailment": " Yes"}
+    with pytest.raises(ConfigError, match="trajectory.suites.nli-synthetic.verbalisers"):
+        check_config(cfg)
 
 
 def test_label_mapping_and_its_errors():

@@ -58,9 +58,12 @@ def load_prepared(
 
 
 def load_trainable(
-    model_dir: str | os.PathLike, out_dir: str | os.PathLike, padding_side: str = "right"
+    model_dir: str | os.PathLike,
+    out_dir: str | os.PathLike,
+    padding_side: str = "right",
+    dtype: str = "float32",
 ) -> tuple[PreTrainedModel, PreTrainedTokenizerBase, Path]:
-    """(model in float32, tokenizer with a pad token, a fresh temporary sibling of ``out_dir``)
+    """(model in ``dtype``, tokenizer with a pad token, a fresh temporary sibling of ``out_dir``)
     for a training job that writes ``out_dir`` only once it is complete."""
 
     from transformers import AutoModelForCausalLM
@@ -71,5 +74,5 @@ def load_trainable(
     if (Path(model_dir) / INFO_FILE).exists():
         check_weights(model_dir)
     tok = load_tokenizer(model_dir, padding_side)
-    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=getattr(torch, dtype))
     return model, tok, tmp

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -9,7 +10,8 @@ import pandas as pd
 import torch
 
 from shiftwork.inference.generation import length_sorted_batches
-from shiftwork.trajectory.tasks import next_token_logits, render, verbaliser_ids
+from shiftwork.trajectory.suite import LABELS
+from shiftwork.trajectory.tasks import PATTERN, VERBALISERS, next_token_logits, render, verbaliser_ids
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
@@ -21,12 +23,15 @@ def predict(
     device: torch.device,
     examples: pd.DataFrame,
     batch_size: int = 32,
+    pattern: str = PATTERN,
+    verbalisers: Mapping[str, str] = VERBALISERS,
 ) -> pd.DataFrame:
-    """Per-example prediction: the label whose verbaliser has the larger next-token logit."""
-    ids = verbaliser_ids(tok)
-    labels = list(ids)
+    """Per-example prediction: the label whose verbaliser has the larger next-token logit after
+    the example in ``pattern``; ``margin`` is the entailment logit minus the other."""
+    ids = verbaliser_ids(tok, verbalisers)
+    labels = list(LABELS)
     vocab = torch.tensor([ids[label] for label in labels])
-    prompts = [render(p, h) for p, h in zip(examples["premise"], examples["hypothesis"])]
+    prompts = [render(p, h, pattern) for p, h in zip(examples["premise"], examples["hypothesis"])]
     lengths = [len(tok(p).input_ids) for p in prompts]
     scores = np.zeros((len(prompts), len(labels)))
     for batch in length_sorted_batches(lengths, batch_size):

@@ -6,6 +6,7 @@ a checkpoint every ``checkpoint_every`` steps (and one before the first step).""
 from __future__ import annotations
 
 import json
+import math
 import os
 import shutil
 from collections.abc import Mapping
@@ -19,19 +20,26 @@ from shiftwork.device import pick_device
 from shiftwork.models.checkpoints import CHECKPOINT_INFO
 from shiftwork.models.loading import load_trainable
 from shiftwork.trajectory.schedule import checkpoint_steps
-from shiftwork.trajectory.tasks import next_token_logits, render, verbaliser_ids
+from shiftwork.trajectory.tasks import PATTERN, VERBALISERS, next_token_logits, render, verbaliser_ids
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
 
 
 def training_examples(
-    tokenizer: PreTrainedTokenizerBase, train: pd.DataFrame, max_length: int = 256
+    tokenizer: PreTrainedTokenizerBase,
+    train: pd.DataFrame,
+    max_length: int = 256,
+    pattern: str = PATTERN,
+    verbalisers: Mapping[str, str] = VERBALISERS,
 ) -> list[dict[str, list[int]]]:
-    ids = verbaliser_ids(tokenizer)
+    """Each example in ``pattern`` followed by its label's verbaliser token; only that token is
+    a target. A prompt longer than ``max_length - 1`` tokens keeps its end (the question)."""
+    ids = verbaliser_ids(tokenizer, verbalisers)
     out = []
     for row in train.itertuples(index=False):
-        prompt = tokenizer(render(row.premise, row.hypothesis), add_special_tokens=True).input_ids[-(max_length - 1) :]
+        text = render(row.premise, row.hypothesis, pattern)
+        prompt = tokenizer(text, add_special_tokens=True).input_ids[-(max_length - 1) :]
         out.append({"input_ids": prompt + [ids[row.label]]})
     return out
 
@@ -64,15 +72,23 @@ def verbaliser_loss(model: torch.nn.Module, inputs: dict[str, torch.Tensor]) -> 
 
 
 def finetune(
-    model_dir: str, train: pd.DataFrame, settings: Mapping[str, Any], out_dir: str, seed: int = 0
+    model_dir: str,
+    train: pd.DataFrame,
+    settings: Mapping[str, Any],
+    out_dir: str,
+    seed: int = 0,
+    pattern: str = PATTERN,
+    verbalisers: Mapping[str, str] = VERBALISERS,
 ) -> list[int]:
     """Fine-tune and write ``out_dir/checkpoint-{step}`` for every step of :func:`checkpoint_steps`.
-    Returns those steps. The directory appears complete or not at all."""
+    ``settings`` is a run's ``finetune`` section with its schedule in steps
+    (:func:`shiftwork.config.finetune_schedule`); ``seed`` draws the ``n_train`` examples and
+    seeds the Trainer. Returns the checkpoint steps. The directory appears complete or not at all."""
     from transformers import Trainer, TrainingArguments, set_seed
 
     set_seed(seed)
     out = Path(out_dir)
-    model, tok, tmp = load_trainable(model_dir, out)
+    model, tok, tmp = load_trainable(model_dir, out, dtype=settings["dtype"])
     device = pick_device()
     method = settings["method"]
     if method == "lora":
@@ -93,7 +109,7 @@ def finetune(
         raise ValueError(f"finetune method must be 'lora' or 'full', got {method!r}")
     n_train = int(settings.get("n_train", len(train)))
     train = train.sample(n=min(n_train, len(train)), random_state=seed).reset_index(drop=True)
-    examples = training_examples(tok, train)
+    examples = training_examples(tok, train, int(settings["max_length"]), pattern, verbalisers)
     steps = int(settings["steps"])
     every = int(settings["checkpoint_every"])
     args = TrainingArguments(
@@ -102,14 +118,16 @@ def finetune(
         per_device_train_batch_size=int(settings["batch_size"]),
         learning_rate=float(settings["learning_rate"]),
         lr_scheduler_type=settings["scheduler"],
-        warmup_steps=0,
-        weight_decay=0.0,
+        warmup_steps=math.ceil(float(settings["warmup_ratio"]) * steps),
+        weight_decay=float(settings["weight_decay"]),
         logging_steps=max(1, every),
         save_strategy="no",
         report_to=[],
         seed=seed,
         data_seed=seed,
         use_cpu=device.type == "cpu",
+        # bfloat16 weights: LoRA adapters stay float32 (peft upcasts them) under bf16 autocast
+        bf16=settings["dtype"] == "bfloat16" and device.type == "cuda",
         disable_tqdm=True,
         remove_unused_columns=False,
         dataloader_num_workers=0,

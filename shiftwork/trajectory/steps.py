@@ -22,13 +22,21 @@ def make_suite(spec: Mapping[str, Any], out: str) -> None:
     LOGGER.info("suite: %d examples\n%s", len(suite), suite_stats(suite).to_string(index=False))
 
 
-def finetune_model(model_dir: str, suite_path: str, settings: Mapping[str, Any], seed: int, out_dir: str) -> None:
+def finetune_model(
+    model_dir: str,
+    suite_path: str,
+    settings: Mapping[str, Any],
+    seed: int,
+    out_dir: str,
+    pattern: str,
+    verbalisers: Mapping[str, str],
+) -> None:
     from shiftwork.trajectory.finetune import finetune
 
     suite = read_table(suite_path, ["split", "set", "premise", "hypothesis", "label"])
     train = suite[(suite["split"] == "train") & (suite["set"] == "id")]
     start = time.perf_counter()
-    steps = finetune(model_dir, train, settings, out_dir, seed=seed)
+    steps = finetune(model_dir, train, settings, out_dir, seed=seed, pattern=pattern, verbalisers=verbalisers)
     LOGGER.info("fine-tuned in %.1f s; checkpoints at steps %s", time.perf_counter() - start, steps)
 
 
@@ -41,9 +49,12 @@ def evaluate_checkpoint(
     step: int,
     out: str,
     batch_size: int,
+    pattern: str,
+    verbalisers: Mapping[str, str],
     dtype: str = "auto",
 ) -> None:
-    """Per-example predictions of one checkpoint on every test set of the suite."""
+    """Per-example predictions of one checkpoint on every test set of the suite, each example in
+    the suite's ``pattern`` and read through its ``verbalisers``."""
     from shiftwork.models.checkpoints import load_checkpoint
     from shiftwork.trajectory.evaluate import accuracy_table, predict
 
@@ -51,21 +62,29 @@ def evaluate_checkpoint(
     tests = suite[suite["split"] == "test"]
     start = time.perf_counter()
     net, tok, device = load_checkpoint(base_dir, checkpoint, dtype)
-    preds = predict(net, tok, device, tests, batch_size)
+    preds = predict(net, tok, device, tests, batch_size, pattern, verbalisers)
     preds.insert(0, "step", int(step))
     preds.insert(0, "run", run)
     preds.insert(0, "model", model)
-    write_table(
-        preds, out, make_provenance("evaluate", {"checkpoint": dict(checkpoint), "step": int(step)}, model=model)
-    )
+    settings = {"checkpoint": dict(checkpoint), "step": int(step), "pattern": pattern, "verbalisers": dict(verbalisers)}
+    write_table(preds, out, make_provenance("evaluate", settings, model=model))
     acc = accuracy_table(preds)
     LOGGER.info("step %s on %s in %.1f s:\n%s", step, device, time.perf_counter() - start, acc.to_string(index=False))
 
 
-def collect_scores(prediction_paths: Sequence[str], id_set: str, out_scores: str, out_items: str) -> None:
-    """One row per (run, step, test set): accuracy and n; role is id or ood. And the items
-    table: every prediction of every checkpoint (:data:`~shiftwork.trajectory.analysis.ITEM_COLUMNS`),
-    which the item bootstrap and the label bias of the analysis read."""
+def collect_scores(
+    prediction_paths: Sequence[str],
+    id_set: str,
+    out_scores: str,
+    out_items: str,
+    runs: Mapping[str, Mapping[str, Any]] | None = None,
+) -> None:
+    """One row per (run, step, test set): accuracy and n; role is id or ood. With ``runs`` (run
+    name -> its config entry), each row also carries the run's ``suite``, ``shots`` (ID
+    training examples; missing for runs that bring their own checkpoints) and ``seed``, so that
+    runs that differ only in seed can be grouped. And the items table: every prediction of every
+    checkpoint (:data:`~shiftwork.trajectory.analysis.ITEM_COLUMNS`), which the item bootstrap and
+    the label bias of the analysis read."""
     from shiftwork.trajectory.analysis import ITEM_COLUMNS
 
     preds = pd.concat([read_table(p) for p in prediction_paths], ignore_index=True)
@@ -76,6 +95,13 @@ def collect_scores(prediction_paths: Sequence[str], id_set: str, out_scores: str
         .rename(columns={"set": "testset"})
     )
     scores["role"] = ["id" if t == id_set else "ood" for t in scores["testset"]]
+    if runs is not None:
+        missing = sorted(set(scores["run"]) - set(runs))
+        if missing:
+            raise ValueError(f"predictions of runs {missing} that the config does not define")
+        scores["suite"] = [runs[r]["suite"] for r in scores["run"]]
+        scores["shots"] = pd.array([runs[r]["shots"] for r in scores["run"]], dtype="Int64")
+        scores["seed"] = pd.array([runs[r]["seed"] for r in scores["run"]], dtype="Int64")
     items = preds[list(ITEM_COLUMNS)].sort_values(["model", "run", "step", "set", "example_id"], kind="stable")
     prov = make_provenance("collect_scores", {"id_set": id_set})
     write_table(scores, out_scores, prov)

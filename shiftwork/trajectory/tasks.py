@@ -7,6 +7,7 @@ loaded from the hub or local files with a field mapping and a label mapping."""
 
 from __future__ import annotations
 
+import string
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -20,13 +21,36 @@ if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
 
 
-PATTERN = '{premise}\nQuestion: Does this mean that "{hypothesis}"? Yes or no?\nAnswer:'
+# The prompt pattern and the verbalisers (the word whose next-token logit stands for each label)
+# used when a suite does not set its own (trajectory.suites.NAME.pattern / .verbalisers; the
+# schema states the same values as their defaults).
+PATTERN = '{premise}\nQuestion: Does this mean that "{hypothesis_no_period}"? Yes or no?\nAnswer:'
 VERBALISERS = {"entailment": " Yes", "not_entailment": " No"}
+PLACEHOLDERS = ("premise", "hypothesis", "hypothesis_no_period")
 SUITE_COLUMNS = ["example_id", "split", "set", "premise", "hypothesis", "label"]
 
 
 def render(premise: str, hypothesis: str, pattern: str = PATTERN) -> str:
-    return pattern.format(premise=premise.strip(), hypothesis=hypothesis.strip().rstrip("."))
+    """One example in the pattern. ``{premise}`` and ``{hypothesis}`` are the texts with the
+    whitespace around them removed; ``{hypothesis_no_period}`` is the hypothesis without its
+    final full stop (for patterns that quote it inside a question)."""
+    hypothesis = hypothesis.strip()
+    return pattern.format(premise=premise.strip(), hypothesis=hypothesis, hypothesis_no_period=hypothesis.rstrip("."))
+
+
+def pattern_problem(pattern: str) -> str | None:
+    """Why ``pattern`` cannot render an example, or None: it must be a format string whose
+    placeholders are among :data:`PLACEHOLDERS`, with the premise and one form of the hypothesis."""
+    try:
+        fields = [f for _, f, _, _ in string.Formatter().parse(pattern) if f is not None]
+    except ValueError as err:
+        return f"not a format string ({err}); write literal braces as {{{{ and }}}}"
+    unknown = sorted({f for f in fields if f not in PLACEHOLDERS})
+    if unknown:
+        return f"unknown placeholder(s) {unknown}; a pattern may use {{{'}, {'.join(PLACEHOLDERS)}}}"
+    if "premise" not in fields or not {"hypothesis", "hypothesis_no_period"} & set(fields):
+        return "the pattern needs {premise} and {hypothesis} (or {hypothesis_no_period})"
+    return None
 
 
 def verbaliser_ids(tokenizer: PreTrainedTokenizerBase, verbalisers: Mapping[str, str] = VERBALISERS) -> dict[str, int]:
