@@ -13,11 +13,14 @@ from shiftwork.trajectory.suite import (
     FUNCTION_WORDS,
     ID_LEXICON,
     LABELS,
+    SET_LABELS,
     SHIFTS,
     UNSEEN_NOUNS,
     add_noise,
     generate_suite,
+    make_casing,
     make_noise,
+    make_typos,
     suite_stats,
     swap_arguments,
     typo,
@@ -45,8 +48,32 @@ def test_exact_label_balance(suite: pd.DataFrame) -> None:
     stats = suite_stats(suite)
     assert list(stats.columns) == ["set", "split", "label", "n"]
     assert stats["n"].sum() == len(suite)
-    for (_, split), group in stats.groupby(["set", "split"]):
-        assert sorted(group["n"]) == ([30, 30] if split == "train" else [20, 20])
+    for (name, split), group in stats.groupby(["set", "split"]):
+        if name in SET_LABELS:
+            assert group[["label", "n"]].values.tolist() == [[SET_LABELS[name][0], 40]]
+        else:
+            assert sorted(group["n"]) == ([30, 30] if split == "train" else [20, 20])
+
+
+def test_overlap_sets_by_label_keep_every_hypothesis_word_in_the_premise(suite: pd.DataFrame) -> None:
+    for name, label in (("overlap_entailed", "entailment"), ("overlap_non_entailed", "not_entailment")):
+        rows = suite[suite["set"] == name]
+        assert set(rows["label"]) == {label}
+        for p, h in zip(rows["premise"], rows["hypothesis"]):
+            assert set(_words(h)) <= set(_words(p)), (name, p, h)
+
+
+def test_typos_and_casing_change_one_thing_each() -> None:
+    rng = np.random.default_rng(5)
+    for k in range(40):
+        typo_pair, case_pair = make_typos(rng, LABELS[k % 2]), make_casing(rng, LABELS[k % 2])
+        # typos: spelling changes, the casing of every kept letter is the clean one's
+        assert (typo_pair.premise, typo_pair.hypothesis) != typo_pair.source
+        assert typo_pair.premise[1:] == typo_pair.premise[1:].lower()
+        # casing: the same letters, only their case differs (and it does somewhere)
+        assert [t.lower() for t in case_pair[:2]] == [t.lower() for t in case_pair.source]
+    changed = [make_casing(rng, "entailment") for _ in range(20)]
+    assert any((c.premise, c.hypothesis) != c.source for c in changed)
 
 
 def test_odd_sizes_differ_by_one() -> None:
