@@ -10,8 +10,14 @@ from shiftwork.trajectory.finetune import PadCollator, verbaliser_loss
 def tiny_llama() -> LlamaForCausalLM:
     torch.manual_seed(0)
     cfg = LlamaConfig(
-        vocab_size=50, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
-        num_key_value_heads=2, max_position_embeddings=64, pad_token_id=0,
+        vocab_size=50,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=64,
+        pad_token_id=0,
     )
     return LlamaForCausalLM(cfg).eval()
 
@@ -34,7 +40,10 @@ def test_verbaliser_loss_is_the_masked_language_model_loss() -> None:
             labels = torch.full_like(ids, -100)
             labels[0, -1] = r[-1]
             per_row.append(model(input_ids=ids, labels=labels).loss)
-    assert float(loss) == float(torch.stack(per_row).mean()) or abs(float(loss) - float(torch.stack(per_row).mean())) < 1e-5
+    assert (
+        float(loss) == float(torch.stack(per_row).mean())
+        or abs(float(loss) - float(torch.stack(per_row).mean())) < 1e-5
+    )
     # and by hand from the logits at the position before the verbaliser
     with torch.no_grad():
         lp = [torch.log_softmax(model(input_ids=torch.tensor([r])).logits[0, -2], -1)[r[-1]] for r in rows]

@@ -148,6 +148,7 @@ def finetune(
                 save(state.global_step)
 
     save(0)
+
     class PatternTrainer(Trainer):
         def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
             return verbaliser_loss(model, inputs)

@@ -404,7 +404,9 @@ def generate_suite(n_train: int, n_test: int, seed: int, ood_sets: Sequence[str]
     for name, split, n in [("id", "train", n_train), ("id", "test", n_test), *((s, "test", n_test) for s in ood_sets)]:
         used = id_used if name == "id" else set(id_used) if name in FROM_ID else set()
         labels = SET_LABELS.get(name, LABELS)
-        rows = _fill(rng_for(seed, "suite", name, split), n, MAKERS[name], used, name == "id" or name in FROM_ID, labels)
+        rows = _fill(
+            rng_for(seed, "suite", name, split), n, MAKERS[name], used, name == "id" or name in FROM_ID, labels
+        )
         records += [
             (f"{name}-{split}-{i:05d}", split, name, pair.premise, pair.hypothesis, label)
             for i, (pair, label) in enumerate(rows, start=1)
