@@ -93,6 +93,7 @@ rule analyse_trajectory:
         pairs="results/trajectory/pairs.parquet",
         summary="results/trajectory/summary.parquet",
         label_bias="results/trajectory/label_bias.parquet",
+        seeds="results/trajectory/seeds.parquet",
         report="results/trajectory/report.md",
         figures=trajectory_figures(),
     log:

@@ -18,6 +18,7 @@ with log_to(snakemake.log[0]):
             "pairs": snakemake.output.pairs,
             "summary": snakemake.output.summary,
             "label_bias": snakemake.output.label_bias,
+            "seeds": snakemake.output.seeds,
             "report": snakemake.output.report,
         },
         str(Path(snakemake.output.figures[0]).parent),

@@ -340,6 +340,8 @@ def trajectory_errors(config: Mapping[str, Any], models: set[str]) -> list[str]:
         return []
     traj = config["trajectory"] or {}
     suites = set(traj.get("suites") or {})
+    # check_config fills the schema's defaults in first (windows: true)
+    windows = bool(traj["analysis"]["windows"]) if "analysis" in traj else True
     errors: list[str] = []
 
     def check(key: str, name: Any, known: set[str], what: str) -> None:
@@ -376,9 +378,14 @@ def trajectory_errors(config: Mapping[str, Any], models: set[str]) -> list[str]:
         if "finetune" in spec and not {"steps", "checkpoint_every"} <= set(spec["finetune"]):
             continue  # the schedule could not be resolved: reported above
         n = len(run_steps(spec))
+        where = keys[run] if keys[run].startswith("trajectory.runs.") else f"{keys[run]} (run '{run}')"
         if n < 4:
-            where = keys[run] if keys[run].startswith("trajectory.runs.") else f"{keys[run]} (run '{run}')"
             errors.append(f"config key '{where}': {n} checkpoints; partial correlations need at least 4")
+        elif windows and n < 8:
+            errors.append(
+                f"config key '{where}': {n} checkpoints; the early/late window analysis needs at least 8 "
+                "(4 in each half); give the run more checkpoints or set trajectory.analysis.windows: false"
+            )
     if not runs:
         errors.append("config key 'trajectory': no runs; list them under 'trajectory.runs' or 'trajectory.grid'")
     return errors

@@ -187,6 +187,7 @@ def test_an_absent_study_section_reads_as_nothing_to_run():
         "runs": {},
         "grid": {},
         "eval_batch_size": 32,
+        "eval_dtype": "auto",
         "analysis": {
             "windows": True,
             "alpha": 0.05,

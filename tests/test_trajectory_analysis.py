@@ -832,7 +832,8 @@ def test_collect_scores_and_analyse_trajectory_write_items_bias_and_report(tmp_p
         path = tmp_path / "eval" / f"step-{step}.parquet"
         write_table(part.assign(margin=0.5).sample(frac=1.0, random_state=int(step)), path)
         paths.append(str(path))
-    collect_scores(paths, "id", str(tmp_path / "scores.parquet"), str(tmp_path / "items.parquet"))
+    runs = {run: {"suite": "s", "shots": 8, "seed": 0} for run in items["run"].unique()}
+    collect_scores(paths, "id", str(tmp_path / "scores.parquet"), str(tmp_path / "items.parquet"), runs)
     got_items = read_table(tmp_path / "items.parquet")
     assert list(got_items.columns) == list(ana.ITEM_COLUMNS) and len(got_items) == len(items)
     scores = read_table(tmp_path / "scores.parquet")
@@ -844,6 +845,7 @@ def test_collect_scores_and_analyse_trajectory_write_items_bias_and_report(tmp_p
     settings = {"alpha": 0.05, "spline_df": 3, "method": "gam", "gam_df": 10, "bootstrap": {"resamples": 25, "seed": 2}}
     outputs = {k: str(tmp_path / f"{k}.{ext}") for k, ext in (("pairs", "parquet"), ("summary", "parquet"))}
     outputs |= {"label_bias": str(tmp_path / "label_bias.parquet"), "report": str(tmp_path / "report.md")}
+    outputs |= {"seeds": str(tmp_path / "seeds.parquet")}
     analyse_trajectory(
         str(tmp_path / "scores.parquet"), str(tmp_path / "items.parquet"), settings, outputs, str(tmp_path / "figs")
     )
@@ -859,4 +861,9 @@ def test_collect_scores_and_analyse_trajectory_write_items_bias_and_report(tmp_p
     assert f"| m1 | r1 | 0 | {first['n']} | {first['entailment_share']:.3f} |" in report
     assert "| r_raw | r_primary | p_primary_holm | boot_sign_share | r_partial_bias | sign |" in report
     assert "primary method gam" in report
+    # one seed per setting: the seed summary is each pair's own r_primary and sign
+    seeds = read_table(outputs["seeds"])
+    assert seeds[["model", "suite", "shots", "n_runs"]].drop_duplicates().values.tolist() == [["m1", "s", "8", 1]]
+    assert seeds["r_mean"].tolist() == pytest.approx(pairs["r_primary"].tolist(), nan_ok=True)
+    assert seeds["sign"].tolist() == pairs["sign"].tolist()
     assert (tmp_path / "figs" / "partial_r1.svg").exists() and (tmp_path / "figs" / "curves.png").exists()

@@ -301,7 +301,7 @@ def test_figures_and_tables_are_written(tmp_path):
     plot_trajectory(
         str(tmp_path / "scores.parquet"),
         str(tmp_path / "pairs.parquet"),
-        {"alpha": 0.05, "spline_df": 3, "windows": True},
+        {"alpha": 0.05, "spline_df": 3, "windows": True, "method": "linear", "gam_df": 10},
         str(tmp_path / "raw_vs_partial.parquet"),
         str(tmp_path / "fingerprint.parquet"),
         str(tmp_path / "windows.parquet"),
@@ -338,3 +338,23 @@ def test_figures_and_tables_are_written(tmp_path):
         str(figs),
     )
     assert not (figs / "windows.png").exists() and "Early vs late" not in (tmp_path / "f2.md").read_text()
+
+
+def test_fingerprint_by_setting_aggregates_only_the_seeds_of_one_setting():
+    pairs = pd.DataFrame(
+        {
+            "model": ["m"] * 4,
+            "run": ["k8-s0", "k8-s1", "k16-s0", "k16-s1"],
+            "shots": [8, 8, 16, 16],
+            "ood_a": ["a"] * 4,
+            "ood_b": ["b"] * 4,
+            "r_primary": [0.5, 0.7, -0.2, 0.4],
+            "p_primary_holm": [0.01, 0.02, 0.5, 0.01],
+            "sign": ["positive", "positive", "null", "positive"],
+        }
+    )
+    got = fingerprint(pairs, by=("model", "shots"))
+    assert got[["model", "shots", "n_runs", "sign"]].values.tolist() == [["m", 8, 2, "positive"], ["m", 16, 2, "null"]]
+    assert got["r_mean"].tolist() == pytest.approx([0.6, 0.1])
+    # sample SD of (0.5, 0.7) and of (-0.2, 0.4), by hand: |a - b| / sqrt(2)
+    assert got["r_sd"].tolist() == pytest.approx([0.2 / 2**0.5, 0.6 / 2**0.5])

@@ -24,6 +24,7 @@ FINETUNE = {"method": "lora", "steps": 40, "checkpoint_every": 10, "learning_rat
 def grid_config(default_config: dict, **grid: object) -> dict:
     cfg = copy.deepcopy(default_config)
     cfg["trajectory"]["suites"]["other"] = {"kind": "synthetic", "n_train": 16, "n_test": 8}
+    cfg["trajectory"]["analysis"]["windows"] = False  # the grid's runs have 5 checkpoints
     cfg["trajectory"]["grid"] = {
         "g": {
             "models": ["smollm2-135m-instruct", "gemma3-270m"],
@@ -181,6 +182,7 @@ def test_scores_carry_suite_shots_and_seed(tmp_path):
                 "example_id": ["x1", "x2"],
                 "set": ["id", "hans"],
                 "label": "entailment",
+                "pred": ["entailment" if c else "not_entailment" for c in correct],
                 "correct": correct,
             }
         )
@@ -191,7 +193,7 @@ def test_scores_carry_suite_shots_and_seed(tmp_path):
         "a-k16-s1": {"suite": "mnli", "shots": 16, "seed": 1},
         "b": {"suite": "snli", "shots": None, "seed": 7},
     }
-    collect_scores([str(p) for p in paths], "id", str(tmp_path / "scores.parquet"), runs)
+    collect_scores([str(p) for p in paths], "id", str(tmp_path / "scores.parquet"), str(tmp_path / "i.parquet"), runs)
     scores = read_table(tmp_path / "scores.parquet")
     got = scores[["run", "testset", "accuracy", "role", "suite", "shots", "seed"]]
     assert got.astype(object).where(got.notna(), None).values.tolist() == [
@@ -204,5 +206,9 @@ def test_scores_carry_suite_shots_and_seed(tmp_path):
     ]
     with pytest.raises(ValueError, match=r"predictions of runs \['b'\]"):
         collect_scores(
-            [str(p) for p in paths], "id", str(tmp_path / "s2.parquet"), {k: runs[k] for k in list(runs)[:2]}
+            [str(p) for p in paths],
+            "id",
+            str(tmp_path / "s2.parquet"),
+            str(tmp_path / "i2.parquet"),
+            {k: runs[k] for k in list(runs)[:2]},
         )

@@ -254,3 +254,25 @@ def test_bad_arguments_raise(kwargs: dict, name: str) -> None:
 def test_suite_stats_rejects_frame_without_columns() -> None:
     with pytest.raises(ValueError, match="df"):
         suite_stats(pd.DataFrame({"set": ["id"]}))
+
+
+def test_the_schema_accepts_exactly_the_generated_shifts() -> None:
+    from pathlib import Path
+
+    import yaml
+
+    schema = yaml.safe_load((Path(__file__).parents[1] / "config" / "schema" / "config.schema.yaml").read_text())
+    found = []
+
+    def walk(node):
+        if isinstance(node, dict):
+            if node.get("enum") and "lexical_overlap" in node["enum"]:
+                found.append(node["enum"])
+            for v in node.values():
+                walk(v)
+        elif isinstance(node, list):
+            for v in node:
+                walk(v)
+
+    walk(schema)
+    assert found == [list(SHIFTS)]

@@ -92,7 +92,7 @@ def test_missing_checkpoint_directory(tmp_path):
 def test_config_checks_for_runs(default_config, tmp_path, root):
     cfg = copy.deepcopy(default_config)
     run = cfg["trajectory"]["runs"]["smollm2-lora-s0"]
-    run["finetune"]["steps"] = 20  # checkpoints at 0, 10, 20: too few
+    run["finetune"]["steps"] = 4  # checkpoints at 0, 2, 4: too few
     with pytest.raises(ConfigError, match="3 checkpoints; partial correlations need at least 4"):
         check_config(cfg)
     cfg = copy.deepcopy(default_config)

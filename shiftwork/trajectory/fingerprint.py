@@ -10,6 +10,8 @@ other sign makes the cell ``"null"``. With one run the rule is that run's own si
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 import pandas as pd
 
@@ -37,7 +39,7 @@ FINGERPRINT_COLUMNS: tuple[str, ...] = (
 """Columns of :func:`fingerprint`, in order."""
 
 
-def fingerprint(pairs: pd.DataFrame) -> pd.DataFrame:
+def fingerprint(pairs: pd.DataFrame, by: Sequence[str] = ("model",)) -> pd.DataFrame:
     """Per model and OOD pair, over the model's runs (columns :data:`FINGERPRINT_COLUMNS`):
 
     ``pair``
@@ -54,12 +56,15 @@ def fingerprint(pairs: pd.DataFrame) -> pd.DataFrame:
         ``"positive"`` (``"negative"``) when all ``n_runs`` runs are ``"positive"``
         (``"negative"``), else ``"null"`` (see the module notes).
 
-    Rows are ordered by model, then pair. Raises :class:`AnalysisError` for a table without
+    ``by`` groups the runs more finely than by model: ``("model", "suite", "shots")`` (columns
+    the pairs table then needs) aggregates only the seeds of one setting, and those key columns
+    replace ``model`` at the front. Rows are ordered by the keys, then pair. Raises :class:`AnalysisError` for a table without
     the needed columns or rows, or with a run listed under two models or a pair listed twice
     in one run.
     """
     r_col, _ = primary_columns(pairs)
-    require_columns(pairs, ["model", "run", "ood_a", "ood_b", "sign"], "pairs table", AnalysisError)
+    keys = list(by)
+    require_columns(pairs, [*keys, "model", "run", "ood_a", "ood_b", "sign"], "pairs table", AnalysisError)
     if pairs.empty:
         raise AnalysisError("pairs table: no rows")
     owners = pairs.groupby("run", sort=False)["model"].nunique()
@@ -71,7 +76,7 @@ def fingerprint(pairs: pd.DataFrame) -> pd.DataFrame:
         row = pairs.loc[dup].iloc[0]
         raise AnalysisError(f"pairs table: run '{row['run']}' lists pair ('{row['ood_a']}', '{row['ood_b']}') twice")
     rows = []
-    for (model, a, b), group in pairs.groupby(["model", "ood_a", "ood_b"], sort=False):
+    for (*key, a, b), group in pairs.groupby([*keys, "ood_a", "ood_b"], sort=False):
         r = group[r_col].to_numpy(dtype=float)
         r = r[np.isfinite(r)]
         counts = group["sign"].value_counts()
@@ -79,7 +84,7 @@ def fingerprint(pairs: pd.DataFrame) -> pd.DataFrame:
         agreed = next((s for s in ("positive", "negative") if counts.get(s, 0) == n), "null")
         rows.append(
             {
-                "model": model,
+                **dict(zip(keys, key)),
                 "ood_a": a,
                 "ood_b": b,
                 "pair": pair_label(a, b),
@@ -94,12 +99,15 @@ def fingerprint(pairs: pd.DataFrame) -> pd.DataFrame:
                 "sign": agreed,
             }
         )
-    out = pd.DataFrame(rows, columns=list(FINGERPRINT_COLUMNS))
-    models = sorted_mixed(out["model"].unique().tolist())
+    out = pd.DataFrame(rows, columns=[*keys, *FINGERPRINT_COLUMNS[1:]])
     pair_order = sorted_mixed(list({(a, b) for a, b in zip(out["ood_a"], out["ood_b"])}))
-    out["_m"] = out["model"].map({m: i for i, m in enumerate(models)})
+    order = []
+    for k in keys:
+        values = sorted_mixed(out[k].unique().tolist())
+        out[f"_{k}"] = out[k].map({m: i for i, m in enumerate(values)})
+        order.append(f"_{k}")
     out["_p"] = [pair_order.index((a, b)) for a, b in zip(out["ood_a"], out["ood_b"])]
-    return out.sort_values(["_m", "_p"]).drop(columns=["_m", "_p"]).reset_index(drop=True)
+    return out.sort_values([*order, "_p"]).drop(columns=[*order, "_p"]).reset_index(drop=True)
 
 
 def fingerprint_matrix(table: pd.DataFrame, column: str = "r_mean") -> pd.DataFrame:

@@ -77,9 +77,9 @@ def collect_scores(
     id_set: str,
     out_scores: str,
     out_items: str,
-    runs: Mapping[str, Mapping[str, Any]] | None = None,
+    runs: Mapping[str, Mapping[str, Any]],
 ) -> None:
-    """One row per (run, step, test set): accuracy and n; role is id or ood. With ``runs`` (run
+    """One row per (run, step, test set): accuracy and n; role is id or ood. From ``runs`` (run
     name -> its config entry), each row also carries the run's ``suite``, ``shots`` (ID
     training examples; missing for runs that bring their own checkpoints) and ``seed``, so that
     runs that differ only in seed can be grouped. And the items table: every prediction of every
@@ -95,13 +95,12 @@ def collect_scores(
         .rename(columns={"set": "testset"})
     )
     scores["role"] = ["id" if t == id_set else "ood" for t in scores["testset"]]
-    if runs is not None:
-        missing = sorted(set(scores["run"]) - set(runs))
-        if missing:
-            raise ValueError(f"predictions of runs {missing} that the config does not define")
-        scores["suite"] = [runs[r]["suite"] for r in scores["run"]]
-        scores["shots"] = pd.array([runs[r]["shots"] for r in scores["run"]], dtype="Int64")
-        scores["seed"] = pd.array([runs[r]["seed"] for r in scores["run"]], dtype="Int64")
+    missing = sorted(set(scores["run"]) - set(runs))
+    if missing:
+        raise ValueError(f"predictions of runs {missing} that the config does not define")
+    scores["suite"] = [runs[r]["suite"] for r in scores["run"]]
+    scores["shots"] = pd.array([runs[r]["shots"] for r in scores["run"]], dtype="Int64")
+    scores["seed"] = pd.array([runs[r]["seed"] for r in scores["run"]], dtype="Int64")
     items = preds[list(ITEM_COLUMNS)].sort_values(["model", "run", "step", "set", "example_id"], kind="stable")
     prov = make_provenance("collect_scores", {"id_set": id_set})
     write_table(scores, out_scores, prov)
@@ -153,6 +152,8 @@ def analyse_trajectory(
     write_table(pairs, outputs["pairs"], prov)
     write_table(summ, outputs["summary"], prov)
     write_table(bias, outputs["label_bias"], prov)
+    seeds = seed_summary(scores, pairs)
+    write_table(seeds, outputs["seeds"], prov)
     figs = Path(figure_dir)
     figs.mkdir(parents=True, exist_ok=True)
     for run in sorted(scores["run"].unique()):
@@ -182,8 +183,28 @@ def analyse_trajectory(
         f"## Share of OOD pairs by sign of the primary partial correlation (Holm, alpha {alpha:g})",
         "",
         to_markdown(summ),
+        "## Over seeds: each (model, ID set, shots) setting",
+        "",
+        "r_primary over the setting's seeds: mean, sample SD, range; sign: positive (negative) when every "
+        "seed's pair is Holm-significant with that sign, else null.",
+        "",
+        to_markdown(seeds),
     ]
     write_text("\n".join(text) + "\n", outputs["report"])
+
+
+def seed_summary(scores: pd.DataFrame, pairs: pd.DataFrame) -> pd.DataFrame:
+    """The pairs aggregated over the seeds of each (model, suite, shots) setting: the columns of
+    :func:`~shiftwork.trajectory.fingerprint.fingerprint` keyed by those three. Runs that bring
+    their own checkpoints have no shots (a missing value, one setting per suite)."""
+    from shiftwork.trajectory.fingerprint import fingerprint
+
+    keys = ["model", "suite", "shots"]
+    if not set(keys) <= set(scores.columns):
+        raise ValueError(f"scores table lacks {sorted(set(keys) - set(scores.columns))}; rerun collect_scores")
+    meta = scores[["run", "suite", "shots"]].drop_duplicates("run")
+    meta = meta.assign(shots=meta["shots"].astype("Int64").astype(str).replace("<NA>", "-"))
+    return fingerprint(pairs.merge(meta, on="run", how="left"), by=keys)
 
 
 def plot_trajectory(
