@@ -276,3 +276,21 @@ def test_the_schema_accepts_exactly_the_generated_shifts() -> None:
 
     walk(schema)
     assert found == [list(SHIFTS)]
+
+
+def test_typos_and_casing_corrupt_the_same_sources_row_for_row() -> None:
+    df = generate_suite(n_train=30, n_test=20, seed=4, ood_sets=["casing", "negation", "typos"])
+    typos = df[df["set"] == "typos"].reset_index(drop=True)
+    casing = df[df["set"] == "casing"].reset_index(drop=True)
+    assert len(typos) == len(casing) == 20
+    assert typos["label"].tolist() == casing["label"].tolist()
+    assert sorted(typos["label"].value_counts().tolist()) == [10, 10]
+    # casing changes letter case only, so its lower-cased rows are the clean sources; every typo
+    # row is that source with typos (same word count), and no source is an ID premise
+    sources = casing["premise"].str.lower()
+    assert not set(sources) & set(df.loc[df["set"] == "id", "premise"].str.lower())
+    assert [len(t.split()) for t in typos["premise"]] == [len(s.split()) for s in sources]
+    assert sum(t.lower() != s for t, s in zip(typos["premise"], sources)) >= 15
+    # the same sources whichever order the sets are asked in
+    again = generate_suite(n_train=30, n_test=20, seed=4, ood_sets=["typos", "casing"])
+    assert again.loc[again["set"] == "casing", "premise"].tolist() == casing["premise"].tolist()

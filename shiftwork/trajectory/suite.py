@@ -290,19 +290,27 @@ def make_noise(rng: np.random.Generator, label: str) -> Pair:
     return Pair(noisy[0], noisy[1], (clean.premise, clean.hypothesis))
 
 
-def make_typos(rng: np.random.Generator, label: str) -> Pair:
-    """Typos: a fresh ID example with typos in 1-3 words of premise and hypothesis, casing untouched."""
-    clean = make_id(rng, label)
+def with_typos(clean: Pair, rng: np.random.Generator) -> Pair:
+    """Typos in 1-3 words of premise and hypothesis of a clean pair, casing untouched."""
     noisy = [add_noise(t, rng, _n_typos(rng, t), casing_rate=0.0) for t in clean[:2]]
     return Pair(noisy[0], noisy[1], (clean.premise, clean.hypothesis))
 
 
-def make_casing(rng: np.random.Generator, label: str) -> Pair:
-    """Casing: a fresh ID example whose words are each recased (upper, lower or capitalised) with
-    probability 0.5, spelling untouched."""
-    clean = make_id(rng, label)
+def with_casing(clean: Pair, rng: np.random.Generator) -> Pair:
+    """Each word of a clean pair recased (upper, lower or capitalised) with probability 0.5,
+    spelling untouched."""
     noisy = [add_noise(t, rng, 0, casing_rate=0.5) for t in clean[:2]]
     return Pair(noisy[0], noisy[1], (clean.premise, clean.hypothesis))
+
+
+def make_typos(rng: np.random.Generator, label: str) -> Pair:
+    """Typos: a fresh ID example with :func:`with_typos`."""
+    return with_typos(make_id(rng, label), rng)
+
+
+def make_casing(rng: np.random.Generator, label: str) -> Pair:
+    """Casing: a fresh ID example with :func:`with_casing`."""
+    return with_casing(make_id(rng, label), rng)
 
 
 def make_long_nested(rng: np.random.Generator, label: str) -> Pair:
@@ -354,6 +362,9 @@ SET_LABELS: dict[str, tuple[str, ...]] = {"overlap_entailed": (ENT,), "overlap_n
 """Sets that hold one gold label; every other set alternates the labels (balanced)."""
 # sets whose rows are noisy copies of fresh ID examples: their clean premises avoid the ID rows'
 FROM_ID: frozenset[str] = frozenset({"noise", "typos", "casing"})
+CORRUPTIONS: dict[str, Callable[[Pair, np.random.Generator], Pair]] = {"typos": with_typos, "casing": with_casing}
+"""Sets that corrupt one shared draw of clean ID-like sources, row for row, as corruption benchmarks
+apply every corruption to the same test images: the same sentences under two kinds of noise."""
 
 
 def _fill(
@@ -401,12 +412,18 @@ def generate_suite(n_train: int, n_test: int, seed: int, ood_sets: Sequence[str]
         raise ValueError(f"ood_sets must be distinct names from {SHIFTS}; bad: {unknown or list(ood_sets)}")
     id_used: set = set()
     records = []
+    sources: list[tuple[Pair, str]] = []
     for name, split, n in [("id", "train", n_train), ("id", "test", n_test), *((s, "test", n_test) for s in ood_sets)]:
-        used = id_used if name == "id" else set(id_used) if name in FROM_ID else set()
-        labels = SET_LABELS.get(name, LABELS)
-        rows = _fill(
-            rng_for(seed, "suite", name, split), n, MAKERS[name], used, name == "id" or name in FROM_ID, labels
-        )
+        rng = rng_for(seed, "suite", name, split)
+        if name in CORRUPTIONS:
+            # drawn once after both ID splits, whichever corruption asks first
+            sources = sources or _fill(
+                rng_for(seed, "suite", "corruption-sources", split), n, make_id, set(id_used), True
+            )
+            rows = [(CORRUPTIONS[name](clean, rng), label) for clean, label in sources]
+        else:
+            used = id_used if name == "id" else set(id_used) if name in FROM_ID else set()
+            rows = _fill(rng, n, MAKERS[name], used, name == "id" or name in FROM_ID, SET_LABELS.get(name, LABELS))
         records += [
             (f"{name}-{split}-{i:05d}", split, name, pair.premise, pair.hypothesis, label)
             for i, (pair, label) in enumerate(rows, start=1)
