@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 import pingouin as pg
 import pytest
+from scipy import stats as sps
 
 from shiftwork.tables import read_table, write_table
 from shiftwork.trajectory import analysis as ana
@@ -148,6 +149,20 @@ def test_window_table_runs_separately_and_prefers_r_primary(monkeypatch):
     monkeypatch.setattr(win, "pair_table", with_primary)
     table = window_table(scores)
     assert set(table["r_early"]) == {0.5} and set(table["p_late_holm"]) == {0.01}
+
+
+def test_window_difference_under_the_gam_charges_its_effective_degrees_of_freedom():
+    scores = make_scores(24, seed=5)
+    table = window_table(scores, method="gam")
+    early = ana.pair_table(scores[scores["step"] < 120], method="gam")
+    late = ana.pair_table(scores[scores["step"] >= 120], method="gam")
+    assert table["n_early"].iloc[0] == 12 and table["early_last_step"].iloc[0] == 110
+    for row, e, lt in zip(table.itertuples(), early.itertuples(), late.itertuples()):
+        k = max(e.edf_gam - 1.0, lt.edf_gam - 1.0, 1.0)
+        # by hand: Fisher z of the two windows' GAM r with n - 3 - k degrees of freedom each
+        z = (math.atanh(lt.r_gam) - math.atanh(e.r_gam)) / math.sqrt(2.0 / (12 - 3 - k))
+        assert row.z_diff == pytest.approx(z)
+        assert row.p_diff == pytest.approx(2 * (1 - sps.norm.cdf(abs(z))))
 
 
 def test_window_table_names_a_run_too_short_for_two_windows():

@@ -78,14 +78,15 @@ def fisher_z_difference(
     samples (Fisher's z test).
 
     ``z = (atanh(r_late) - atanh(r_early)) / sqrt(1 / (n_late - 3 - k) + 1 / (n_early - 3 - k))``
-    with ``k = covariates`` partialled out (the standard error of a partial correlation's z,
+    with ``k = covariates`` partialled out (a real number: a GAM spends its effective degrees of
+    freedom) (the standard error of a partial correlation's z,
     as pingouin uses for its confidence interval), and the two-sided normal p-value
     ``p = 2 * (1 - Phi(|z|))``. NaN when either r is NaN or +-1, or either window has
     ``n - 3 - k <= 0`` (the standard error is undefined: four checkpoints and one
     covariate).
     """
     r1, r2 = float(r_early), float(r_late)
-    dof1, dof2 = int(n_early) - 3 - int(covariates), int(n_late) - 3 - int(covariates)
+    dof1, dof2 = int(n_early) - 3 - float(covariates), int(n_late) - 3 - float(covariates)
     if not (math.isfinite(r1) and math.isfinite(r2)) or abs(r1) >= 1.0 or abs(r2) >= 1.0 or dof1 <= 0 or dof2 <= 0:
         return math.nan, math.nan
     z = (math.atanh(r2) - math.atanh(r1)) / math.sqrt(1.0 / dof1 + 1.0 / dof2)
@@ -115,7 +116,10 @@ def window_table(scores: pd.DataFrame, **pair_options: Any) -> pd.DataFrame:
         :func:`~shiftwork.trajectory.analysis.pair_table` on that window's rows alone
         (``pair_options``, e.g. ``alpha`` and ``df``, are passed on to it);
     ``r_diff``, ``z_diff``, ``p_diff``
-        ``r_late - r_early`` and :func:`fisher_z_difference` of the two (one covariate, ID).
+        ``r_late - r_early`` and :func:`fisher_z_difference` of the two: one covariate (ID) for
+        the linear control; for the GAM the larger effective degrees of freedom of the two
+        windows' fits less the intercept, so that a wiggly fit on half the checkpoints is not
+        tested as if it had spent one.
 
     Rows are ordered by model, run, then pair, as ``pair_table``. Raises
     :class:`AnalysisError` naming the run when a window has fewer than
@@ -140,9 +144,16 @@ def window_table(scores: pd.DataFrame, **pair_options: Any) -> pd.DataFrame:
     cols = {}
     for name, table in (("early", first), ("late", second)):
         r_col, p_col = primary_columns(table)
+        # covariates the primary control spends: ID alone for the linear one; the GAM's effective
+        # degrees of freedom less the intercept (at least the one of a straight line)
+        spent = (
+            np.maximum(table["edf_gam"].to_numpy(dtype=float) - 1.0, 1.0)
+            if "edf_gam" in table and (table.get("method") == "gam").all()
+            else np.ones(len(table))
+        )
         cols[name] = table[keys].assign(
             **{f"r_{name}": table[r_col].to_numpy(dtype=float), f"p_{name}_holm": table[p_col].to_numpy(dtype=float)},
-            **{f"sign_{name}": table["sign"].to_numpy()},
+            **{f"sign_{name}": table["sign"].to_numpy(), f"k_{name}": spent},
         )
     out = cols["early"].merge(cols["late"], on=keys, how="inner", validate="one_to_one")
     if len(out) != len(first) or len(out) != len(second):
@@ -154,8 +165,8 @@ def window_table(scores: pd.DataFrame, **pair_options: Any) -> pd.DataFrame:
     out = pd.concat([out.reset_index(drop=True), span], axis=1)
     out["r_diff"] = out["r_late"] - out["r_early"]
     tests = [
-        fisher_z_difference(row.r_early, row.n_early, row.r_late, row.n_late)
-        for row in out[["r_early", "n_early", "r_late", "n_late"]].itertuples(index=False)
+        fisher_z_difference(row.r_early, row.n_early, row.r_late, row.n_late, max(row.k_early, row.k_late))
+        for row in out[["r_early", "n_early", "r_late", "n_late", "k_early", "k_late"]].itertuples(index=False)
     ]
     out["z_diff"] = np.array([t[0] for t in tests], dtype=float)
     out["p_diff"] = np.array([t[1] for t in tests], dtype=float)
