@@ -194,7 +194,7 @@ def test_an_absent_study_section_reads_as_nothing_to_run():
             "spline_df": 3,
             "method": "gam",
             "gam_df": 10,
-            "bootstrap": {"resamples": 1000, "seed": 0},
+            "bootstrap": {"resamples": 1000, "seed": 0, "together": [["typos", "casing"]]},
         },
     }
     assert empty_section("organisms")["evaluation"]["samples"] == 4
@@ -208,7 +208,11 @@ def test_trajectory_analysis_defaults_are_the_config_yaml_values(default_config,
     with open(root / "config" / "paper.yaml") as fh:
         assert yaml.safe_load(fh)["trajectory"]["analysis"] == stated
     cfg["trajectory"]["analysis"] = {"bootstrap": {"seed": 4}}
-    assert with_defaults(cfg)["trajectory"]["analysis"]["bootstrap"] == {"resamples": 1000, "seed": 4}
+    assert with_defaults(cfg)["trajectory"]["analysis"]["bootstrap"] == {
+        "resamples": 1000,
+        "seed": 4,
+        "together": [["typos", "casing"]],
+    }
 
 
 @pytest.mark.parametrize(

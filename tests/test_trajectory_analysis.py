@@ -842,7 +842,13 @@ def test_collect_scores_and_analyse_trajectory_write_items_bias_and_report(tmp_p
         scores_of(items)[["step", "testset", "accuracy", "role"]].reset_index(drop=True),
         check_dtype=False,
     )
-    settings = {"alpha": 0.05, "spline_df": 3, "method": "gam", "gam_df": 10, "bootstrap": {"resamples": 25, "seed": 2}}
+    settings = {
+        "alpha": 0.05,
+        "spline_df": 3,
+        "method": "gam",
+        "gam_df": 10,
+        "bootstrap": {"resamples": 25, "seed": 2, "together": []},
+    }
     outputs = {k: str(tmp_path / f"{k}.{ext}") for k, ext in (("pairs", "parquet"), ("summary", "parquet"))}
     outputs |= {"label_bias": str(tmp_path / "label_bias.parquet"), "report": str(tmp_path / "report.md")}
     outputs |= {"seeds": str(tmp_path / "seeds.parquet")}
@@ -867,3 +873,24 @@ def test_collect_scores_and_analyse_trajectory_write_items_bias_and_report(tmp_p
     assert seeds["r_mean"].tolist() == pytest.approx(pairs["r_primary"].tolist(), nan_ok=True)
     assert seeds["sign"].tolist() == pairs["sign"].tolist()
     assert (tmp_path / "figs" / "partial_r1.svg").exists() and (tmp_path / "figs" / "curves.png").exists()
+
+
+def test_sets_resampled_together_share_their_draws():
+    from shiftwork.trajectory import bootstrap as boot
+
+    # two sets on the same three sources (rows aligned), one on its own; one checkpoint each
+    a = np.array([[1.0], [0.0], [0.0]])
+    b = np.array([[1.0], [1.0], [0.0]])
+    c = np.array([[0.0], [1.0], [1.0], [1.0]])
+    got = boot.resample_accuracies([a, b, c], np.random.default_rng(7), 50, groups=["g", "g", None])
+    # by hand: the draws are a's indices (reused for b) and then c's, from the same generator
+    rng = np.random.default_rng(7)
+    idx_ab = rng.integers(0, 3, size=(50, 3))
+    idx_c = rng.integers(0, 4, size=(50, 4))
+    assert got[:, 0, 0].tolist() == pytest.approx(a[idx_ab, 0].mean(axis=1).tolist())
+    assert got[:, 0, 1].tolist() == pytest.approx(b[idx_ab, 0].mean(axis=1).tolist())
+    assert got[:, 0, 2].tolist() == pytest.approx(c[idx_c, 0].mean(axis=1).tolist())
+    # source 0 is right in both sets and source 2 in neither: b's accuracy is never below a's
+    assert (got[:, 0, 1] >= got[:, 0, 0]).all()
+    with pytest.raises(ValueError, match="as many items"):
+        boot.resample_accuracies([a, c], np.random.default_rng(0), 5, groups=["g", "g"])

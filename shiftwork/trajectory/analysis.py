@@ -718,12 +718,15 @@ def _bootstrap(
     gam_df: int,
     resamples: int,
     seed: int,
+    together: Sequence[Sequence[str]] = (),
 ) -> np.ndarray:
     """``(resamples, pairs)`` bootstrap correlations of the primary method (pairs in
-    :func:`itertools.combinations` order of the OOD sets)."""
+    :func:`itertools.combinations` order of the OOD sets). A group of ``together`` whose sets the
+    run all has resamples their items (rows sorted by example id) with one draw."""
     matrices = _item_matrices(items, table)
     rng = rng_for("trajectory-bootstrap", seed, table.attrs["run"])
-    acc = boot.resample_accuracies(matrices, rng, resamples)
+    group_of = {name: k for k, group in enumerate(together) if set(group) <= set(table.columns) for name in group}
+    acc = boot.resample_accuracies(matrices, rng, resamples, [group_of.get(c) for c in table.columns])
     position = {c: k for k, c in enumerate(table.columns)}
     oods = table.attrs["ood"]
     pairs = [(position[a], position[b]) for a, b in itertools.combinations(oods, 2)]
@@ -759,6 +762,7 @@ def pair_table(
     bias: pd.DataFrame | None = None,
     resamples: int = 1000,
     seed: int = 0,
+    together: Sequence[Sequence[str]] = (),
 ) -> pd.DataFrame:
     """Per run and unordered pair of OOD sets ``(ood_a, ood_b)`` (``ood_a < ood_b``): how the
     two OOD accuracies co-vary over the run's checkpoints. Columns :data:`PAIR_COLUMNS`:
@@ -803,7 +807,8 @@ def pair_table(
     ``boot_sign_share``, ``boot_ci_low``, ``boot_ci_high``, ``n_boot``
         the item bootstrap of ``r_primary`` (:mod:`shiftwork.trajectory.bootstrap`):
         ``resamples`` resamples of the test items of every set, the same items at every
-        checkpoint, generator ``rng_for("trajectory-bootstrap", seed, run)``; the share of the
+        checkpoint (the sets of a ``together`` group with one draw of their shared sources),
+        generator ``rng_for("trajectory-bootstrap", seed, run)``; the share of the
         defined resamples whose correlation has the sign of ``r_primary``, their 2.5 and 97.5
         percentiles and their number. Under ``"gam"`` every resample refits the GAMs with the
         penalty weights of the point estimate. NaN (``n_boot`` 0) without ``items``, with
@@ -861,7 +866,7 @@ def pair_table(
         part["p_primary_bh"] = part[f"p_{stem}_bh"]
         summaries = [boot.summarise(np.array([]), math.nan)] * len(part)
         if items is not None and resamples > 0:
-            r_boot = _bootstrap(table, items, method, fits, int(gam_df), int(resamples), int(seed))
+            r_boot = _bootstrap(table, items, method, fits, int(gam_df), int(resamples), int(seed), together)
             point = part["r_primary"].to_numpy(dtype=float)
             summaries = [
                 boot.summarise(r_boot[:, k] if np.isfinite(point[k]) else np.array([]), point[k])

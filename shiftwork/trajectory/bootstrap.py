@@ -29,7 +29,7 @@ variance left after the control, as in the point estimate) gives NaN and is left
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 
 import numpy as np
 
@@ -41,20 +41,38 @@ DEGENERATE_SHARE = 1e-12
 """A residual sum of squares below this share of the total means "no variance left"."""
 
 
-def resample_accuracies(correct: Sequence[np.ndarray], rng: np.random.Generator, resamples: int) -> np.ndarray:
+def resample_accuracies(
+    correct: Sequence[np.ndarray],
+    rng: np.random.Generator,
+    resamples: int,
+    groups: Sequence[Hashable | None] | None = None,
+) -> np.ndarray:
     """``(resamples, checkpoints, sets)`` accuracies of item-bootstrap resamples.
 
     ``correct[s]`` is the items x checkpoints 0/1 matrix of set ``s`` (rows: items, the same at
-    every checkpoint). See the module notes for the order of the draws.
+    every checkpoint). See the module notes for the order of the draws. Sets with the same
+    non-None ``groups[s]`` are built on the same sources row for row: the first of them draws
+    the indices and the others reuse them (no draw of their own), so a resample keeps the pairing.
     """
     if not correct:
         raise ValueError("resample_accuracies: no sets")
     steps = correct[0].shape[1]
     out = np.empty((resamples, steps, len(correct)))
+    drawn: dict[Hashable, np.ndarray] = {}
     for s, matrix in enumerate(correct):
         matrix = np.asarray(matrix, dtype=float)
         n_items = matrix.shape[0]
-        idx = rng.integers(0, n_items, size=(resamples, n_items))
+        key = groups[s] if groups is not None else None
+        if key is not None and key in drawn:
+            idx = drawn[key]
+            if idx.shape[1] != n_items:
+                raise ValueError(
+                    f"resample_accuracies: sets resampled together need as many items; {n_items} vs {idx.shape[1]}"
+                )
+        else:
+            idx = rng.integers(0, n_items, size=(resamples, n_items))
+            if key is not None:
+                drawn[key] = idx
         flat = (np.arange(resamples)[:, None] * n_items + idx).ravel()
         counts = np.bincount(flat, minlength=resamples * n_items).reshape(resamples, n_items)
         out[:, :, s] = counts @ matrix / n_items

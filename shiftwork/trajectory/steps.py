@@ -140,6 +140,7 @@ def analyse_trajectory(
         bias=bias,
         resamples=settings["bootstrap"]["resamples"],
         seed=settings["bootstrap"]["seed"],
+        together=settings["bootstrap"]["together"],
     )
     LOGGER.info(
         "pair table (%s, %d resamples) in %.1f s",
