@@ -56,11 +56,27 @@ def test_exact_label_balance(suite: pd.DataFrame) -> None:
 
 
 def test_overlap_sets_by_label_keep_every_hypothesis_word_in_the_premise(suite: pd.DataFrame) -> None:
-    for name, label in (("overlap_entailed", "entailment"), ("overlap_non_entailed", "not_entailment")):
+    sets = ("overlap_entailed", "overlap_non_entailed", "subsequence_entailed", "subsequence_non_entailed")
+    for name, label in zip(sets, ("entailment", "not_entailment") * 2):
         rows = suite[suite["set"] == name]
         assert set(rows["label"]) == {label}
         for p, h in zip(rows["premise"], rows["hypothesis"]):
             assert set(_words(h)) <= set(_words(p)), (name, p, h)
+
+
+def test_overlap_and_subsequence_follow_hans_heuristics(suite: pd.DataFrame) -> None:
+    def contiguous(h: str, p: str) -> bool:
+        return " ".join(_words(h)) in " ".join(_words(p))
+
+    # non-entailed: lexical overlap swaps the arguments (no contiguous run of the premise);
+    # subsequence hypotheses are a contiguous run of the premise's words
+    over = suite[suite["set"] == "overlap_non_entailed"]
+    assert not any(contiguous(h, p) for p, h in zip(over["premise"], over["hypothesis"]))
+    sub = suite[suite["set"] == "subsequence_non_entailed"]
+    assert all(contiguous(h, p) for p, h in zip(sub["premise"], sub["hypothesis"]))
+    # entailed overlap drops the place: the same three words lead both
+    ent = suite[suite["set"] == "overlap_entailed"]
+    assert all(_words(h) == _words(p)[: len(_words(h))] for p, h in zip(ent["premise"], ent["hypothesis"]))
 
 
 def test_typos_and_casing_change_one_thing_each() -> None:

@@ -27,6 +27,8 @@ SHIFTS: tuple[str, ...] = (
     "unseen_topic",
     "overlap_entailed",
     "overlap_non_entailed",
+    "subsequence_entailed",
+    "subsequence_non_entailed",
     "typos",
     "casing",
 )
@@ -192,15 +194,18 @@ def swap_arguments(sentence: str) -> str:
     return f"The {m[3]} {m[2]} the {m[1]}{m[4]}."
 
 
-def make_lexical_overlap(rng: np.random.Generator, label: str) -> Pair:
+def make_lexical_overlap(rng: np.random.Generator, label: str, kinds: tuple[int, ...] = (0, 1, 2)) -> Pair:
     """Lexical overlap (HANS-like): every hypothesis word occurs in the premise, so overlap says nothing.
 
     Premises add structure ID never has (relative clauses, PP-modified subjects). Entailment is an implied
     subsequence (drop a PP; the relative or main clause); not_entailment swaps subject and object, or takes a
-    subsequence that is not implied ("The doctor who saw the actor ran." -> "The actor ran.")."""
+    subsequence that is not implied ("The doctor who saw the actor ran." -> "The actor ran."). ``kinds``
+    picks the templates, as HANS names its heuristics: 0 is its lexical-overlap case (a dropped place, or
+    subject and object swapped), 1 and 2 its subsequence case (a relative clause or a PP on the subject,
+    whose non-entailed hypothesis is a contiguous run of the premise's words)."""
     a, b, c = _distinct(rng, ID_LEXICON.nouns, 3)
     v, v2 = _distinct(rng, ID_LEXICON.verbs, 2)
-    kind = int(rng.integers(3))
+    kind = kinds[int(rng.integers(len(kinds)))]
     if kind == 0:
         premise = _clause(_np(None, a), v, _np(None, b), _pick(rng, ID_LEXICON.places))
         return Pair(premise, _clause(_np(None, a), v, _np(None, b)) if label == ENT else swap_arguments(premise))
@@ -303,6 +308,16 @@ def with_casing(clean: Pair, rng: np.random.Generator) -> Pair:
     return Pair(noisy[0], noisy[1], (clean.premise, clean.hypothesis))
 
 
+def make_overlap(rng: np.random.Generator, label: str) -> Pair:
+    """HANS's lexical-overlap heuristic alone: :func:`make_lexical_overlap` template 0."""
+    return make_lexical_overlap(rng, label, (0,))
+
+
+def make_subsequence(rng: np.random.Generator, label: str) -> Pair:
+    """HANS's subsequence heuristic: :func:`make_lexical_overlap` templates 1 and 2."""
+    return make_lexical_overlap(rng, label, (1, 2))
+
+
 def make_typos(rng: np.random.Generator, label: str) -> Pair:
     """Typos: a fresh ID example with :func:`with_typos`."""
     return with_typos(make_id(rng, label), rng)
@@ -351,14 +366,21 @@ MAKERS: dict[str, Callable[[np.random.Generator, str], Pair]] = {
     "noise": make_noise,
     "long_nested": make_long_nested,
     "unseen_topic": make_unseen_topic,
-    # HANS reports its lexical-overlap items by gold label: a model that leans on "every hypothesis
-    # word is in the premise, so entailment" gains on the first and loses on the second
-    "overlap_entailed": make_lexical_overlap,
-    "overlap_non_entailed": make_lexical_overlap,
+    # HANS reports each heuristic's items by gold label: a model that leans on "every hypothesis
+    # word is in the premise, so entailment" gains on the entailed and loses on the others
+    "overlap_entailed": make_overlap,
+    "overlap_non_entailed": make_overlap,
+    "subsequence_entailed": make_subsequence,
+    "subsequence_non_entailed": make_subsequence,
     "typos": make_typos,
     "casing": make_casing,
 }
-SET_LABELS: dict[str, tuple[str, ...]] = {"overlap_entailed": (ENT,), "overlap_non_entailed": (NOT,)}
+SET_LABELS: dict[str, tuple[str, ...]] = {
+    "overlap_entailed": (ENT,),
+    "overlap_non_entailed": (NOT,),
+    "subsequence_entailed": (ENT,),
+    "subsequence_non_entailed": (NOT,),
+}
 """Sets that hold one gold label; every other set alternates the labels (balanced)."""
 # sets whose rows are noisy copies of fresh ID examples: their clean premises avoid the ID rows'
 FROM_ID: frozenset[str] = frozenset({"noise", "typos", "casing"})
