@@ -345,7 +345,7 @@ def test_figures_and_tables_are_written(tmp_path):
     plot_trajectory(
         str(tmp_path / "scores.parquet"),
         str(tmp_path / "pairs.parquet"),
-        {"alpha": 0.05, "spline_df": 3, "windows": False},
+        {"alpha": 0.05, "spline_df": 3, "windows": False, "method": "linear", "gam_df": 10},
         str(tmp_path / "rv.parquet"),
         str(tmp_path / "fp.parquet"),
         None,
