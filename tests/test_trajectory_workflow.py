@@ -17,6 +17,8 @@ MODEL = "smollm2-135m-instruct"
 def tiny_trajectory_config() -> dict:
     cfg = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
     cfg["studies"] = ["trajectory"]
+    # float32, so that step 0 can be checked against the base model to 1e-4
+    cfg["trajectory"]["eval_dtype"] = "float32"
     cfg["trajectory"]["suites"] = {
         "tiny-nli": {"kind": "synthetic", "n_train": 16, "n_test": 8, "seed": 3, "ood": ["negation", "noise"]}
     }
