@@ -1,6 +1,7 @@
 """Pattern-based fine-tuning's loss on a tiny random Llama (no download): the one-position head
 gives the language-model loss of the verbaliser token."""
 
+import pytest
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
@@ -40,10 +41,7 @@ def test_verbaliser_loss_is_the_masked_language_model_loss() -> None:
             labels = torch.full_like(ids, -100)
             labels[0, -1] = r[-1]
             per_row.append(model(input_ids=ids, labels=labels).loss)
-    assert (
-        float(loss) == float(torch.stack(per_row).mean())
-        or abs(float(loss) - float(torch.stack(per_row).mean())) < 1e-5
-    )
+    assert float(loss) == pytest.approx(float(torch.stack(per_row).mean()), abs=1e-5)
     # and by hand from the logits at the position before the verbaliser
     with torch.no_grad():
         lp = [torch.log_softmax(model(input_ids=torch.tensor([r])).logits[0, -2], -1)[r[-1]] for r in rows]
