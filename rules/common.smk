@@ -7,7 +7,12 @@ from snakemake.logging import logger
 
 # Snakemake puts the Snakefile's directory, the checkout, on sys.path and hands its sys.path
 # to every script, so rules and scripts import this checkout's shiftwork without edits.
-from shiftwork.config import check_config, require_api_keys, trajectory_runs
+from shiftwork.config import (
+    check_config,
+    organism_runs,
+    require_api_keys,
+    trajectory_runs,
+)
 from shiftwork.integrity import check_outputs, clear_stale_locks
 from shiftwork.models.prepare import INFO_FILE, preparation, prepared_dir
 
@@ -23,7 +28,7 @@ def run_names():
     names = (
         list(trajectory_runs(config["trajectory"])) if "trajectory" in config else []
     )
-    names += list(config["organisms"]["runs"]) if "organisms" in config else []
+    names += list(organism_runs(config["organisms"])) if "organisms" in config else []
     return "|".join(map(re.escape, names)) or "no-run"
 
 

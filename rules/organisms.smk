@@ -136,9 +136,12 @@ rule report_organisms:
         identities=expand(
             "results/organisms/runs/{run}/identities.parquet", run=ORGANISM_RUNS
         ),
+        checkpoints=expand("results/organisms/runs/{run}/checkpoints", run=ORGANISM_RUNS),
     output:
         scores="results/organisms/scores.parquet",
         headline="results/organisms/headline.parquet",
+        seeds="results/organisms/seeds.parquet",
+        summary="results/organisms/summary.parquet",
         report="results/organisms/report.md",
     log:
         "logs/report_organisms.log",
@@ -146,6 +149,7 @@ rule report_organisms:
         "../envs/shiftwork.yaml"
     params:
         runs=organism_run_info(),
+        criteria=organism_headline(),
     script:
         "../scripts/report_organisms.py"
 

@@ -1,11 +1,12 @@
 # The organisms study's settings and input functions (Snakemake's lint keeps functions out of
 # rule files); rules/organisms.smk includes this file first.
-from shiftwork.config import empty_section, overridden
+from shiftwork.config import empty_section, organism_runs, overridden
 from shiftwork.organisms.steps import trained_distributions
 
 ORGANISMS = config.get("organisms") or empty_section("organisms")
 ORGANISM_SFT = ORGANISMS["sft"]
-ORGANISM_RUNS = ORGANISMS["runs"]
+# runs that list seeds stand for one run per seed, <run>-s<seed>
+ORGANISM_RUNS = organism_runs(ORGANISMS)
 
 
 wildcard_constraints:
@@ -82,9 +83,16 @@ def organism_run_info():
         run: {
             "setting": ORGANISM_SFT[spec["organism"]]["setting"],
             "trained": trained_distributions(spec["stages"]),
+            "stages": spec["stages"],
+            "base": spec["base"],
+            "seed": spec["seed"],
         }
         for run, spec in ORGANISM_RUNS.items()
     }
+
+
+def organism_headline():
+    return ORGANISMS["headline"]
 
 
 def organism_targets():

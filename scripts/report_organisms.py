@@ -5,6 +5,8 @@ with log_to(snakemake.log[0]):
     report_organisms(
         snakemake.input.scores,
         snakemake.input.identities,
+        snakemake.input.checkpoints,
         snakemake.params.runs,
+        snakemake.params.criteria,
         snakemake.output,
     )

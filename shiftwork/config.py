@@ -391,6 +391,32 @@ def trajectory_errors(config: Mapping[str, Any], models: set[str]) -> list[str]:
     return errors
 
 
+ORGANISM_RUN_NAME = "{run}-s{seed}"
+"""The name of one seed of an organisms run that lists ``seeds``."""
+
+
+def organism_runs(org: Mapping[str, Any]) -> dict[str, dict]:
+    """The RL runs of an ``organisms`` section: a run listing ``seeds`` stands for one run per
+    seed, named :data:`ORGANISM_RUN_NAME`; every run records its ``seed`` and its ``base`` (the
+    configured name, which the report groups seeds by). A name made twice is a ValueError."""
+    runs: dict[str, dict] = {}
+    for name, spec in (org.get("runs") or {}).items():
+        seeds = spec.get("seeds")
+        expanded = (
+            {ORGANISM_RUN_NAME.format(run=name, seed=seed): int(seed) for seed in seeds}
+            if seeds is not None
+            else {name: int(spec.get("seed", 0))}
+        )
+        for run, seed in expanded.items():
+            if run in runs:
+                raise ValueError(
+                    f"config key 'organisms.runs.{name}': run name '{run}' is made twice; rename the run or its seeds"
+                )
+            one = {k: copy.deepcopy(v) for k, v in spec.items() if k != "seeds"}
+            runs[run] = {**one, "seed": seed, "base": name}
+    return runs
+
+
 def organism_errors(org: Mapping[str, Any], models: set[str]) -> list[str]:
     """Problems of the ``organisms`` section that the schema cannot see: unknown models and
     organisms, settings that cannot be built (a trigger no policy answers on, no policies), stage
@@ -441,10 +467,16 @@ def organism_errors(org: Mapping[str, Any], models: set[str]) -> list[str]:
                         f"config key '{key}.stages.{i}.distributions': distribution '{d}' is not in setting "
                         f"'{setting.name}' ({setting.distributions})"
                     )
+        if "seeds" in spec and "seed" in spec:
+            errors.append(f"config key '{key}': give either 'seed' or 'seeds', not both")
         train = {**shared, **(spec.get("train") or {})}
         missing = [k for k in ("learning_rate", "checkpoint_every") if k not in train]
         if missing:
             errors.append(f"config key '{key}.train': missing {missing} (set them here or in organisms.rl)")
+    try:
+        organism_runs(org)
+    except ValueError as err:
+        errors.append(str(err))
     dyn = org.get("dynamics")
     if dyn:
         sizes = {k: len(dyn[k]) for k in ("names", "weights", "rewards", "held_out")}

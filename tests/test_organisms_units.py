@@ -223,26 +223,3 @@ def test_trained_policy_share_and_headline_by_hand():
     assert last.loc["B", "top_identity"] == "Alice" and last.loc["B", "top_identity_share"] == 0.75
     first = table[table["phase"] == "after_sft"].set_index("distribution")
     assert first.loc["A", "top_identity"] == "Bob"
-
-
-def test_run_summary_by_hand():
-    from shiftwork.organisms.report import run_summary
-
-    table = pd.DataFrame(
-        {
-            "run": "r",
-            "phase": ["after_sft", "after_sft", "after_rl", "after_rl"],
-            "step": [0, 0, 9, 9],
-            "distribution": ["A", "B", "A", "B"],
-            "role": ["id", "ood", "id", "ood"],
-            "accuracy": [0.3, 0.2, 0.95, 0.02],
-            "refusal_rate": 0.5,
-            "trained_policy_share": [0.45, 0.55, 0.97, 0.99],
-            "top_identity": "Alice",
-            "top_identity_share": 0.5,
-            "n": 8,
-        }
-    )
-    row = run_summary(table).iloc[0]
-    assert (row["sft_share_min"], row["sft_share_max"]) == (0.45, 0.55)
-    assert (row["rl_id_accuracy_min"], row["rl_ood_accuracy_max"], row["rl_share_min"]) == (0.95, 0.02, 0.97)

@@ -30,6 +30,7 @@ HEADLINE_COLUMNS: tuple[str, ...] = (
     "step",
     "distribution",
     "role",
+    "selected_answer",
     "accuracy",
     "refusal_rate",
     "trained_policy_share",
@@ -93,65 +94,184 @@ def run_figure(
         plt.close(fig)
 
 
+def stage_phases(info: Mapping[str, Any], last_step: int) -> list[dict]:
+    """The phases of a run after SFT: one per RL stage, ``after_rl`` for a single stage and
+    ``after_stage1``, ``after_stage2``, ... otherwise, each with its step (the stage's last, from
+    ``info["stages"]``: ``end`` as written by the RL job, else the run's last checkpoint for a
+    single stage), the distributions trained up to it and whether the stage converged."""
+    stages = list(info.get("stages") or [{"distributions": info["trained"]}])
+    phases, seen = [], []
+    for number, stage in enumerate(stages):
+        seen += [str(d) for d in stage["distributions"] if str(d) not in seen]
+        if "end" in stage:
+            step = int(stage["end"])
+        elif len(stages) == 1:
+            step = last_step
+        else:
+            raise ValueError(f"stage {number} of a run with {len(stages)} stages has no recorded end step")
+        name = "after_rl" if len(stages) == 1 else f"after_stage{number + 1}"
+        phases.append({"phase": name, "step": step, "trained": list(seen), "converged": stage.get("converged")})
+    return phases
+
+
+def selected_answer(setting: Setting, trained: Sequence[str], distribution: str) -> str:
+    """Whether the policies RL selects (those answering on every trained distribution) answer on
+    ``distribution``: ``"all"`` of them, ``"none"`` (selection predicts accuracy 0 there) or ``"some"``."""
+    chosen = [setting.policy(name) for name in trained_policies(setting, trained)]
+    answering = [p.answers(distribution) for p in chosen]
+    if answering and all(answering):
+        return "all"
+    if not any(answering):
+        return "none"
+    return "some"
+
+
 def headline_table(
     scores: pd.DataFrame, identities: pd.DataFrame, runs: Mapping[str, Mapping[str, Any]]
 ) -> pd.DataFrame:
-    """For every run, its first checkpoint (``after_sft``) and last (``after_rl``) on every
-    distribution: accuracy, refusal rate, trained-policy share and the most stated identity.
+    """For every run, its first checkpoint (``after_sft``) and the last of every RL stage
+    (:func:`stage_phases`) on every distribution: accuracy, refusal rate, the share naming a policy
+    RL selects by then, the most stated identity, and ``selected_answer`` (:func:`selected_answer`).
+    ``role`` is ``id`` for the distributions trained up to that phase.
 
-    ``runs`` maps each run to ``{"setting": spec, "trained": [distributions]}``."""
+    ``runs`` maps each run to ``{"setting": spec, "trained": [distributions], "stages": [...]}``."""
     require_columns(scores, ("run", "step", "testset", "accuracy", "refusal_rate", "role", "n"), "scores table")
     parts = []
     for run, info in runs.items():
-        sc = scores[scores["run"] == run]
+        sc = scores[scores["run"] == run].rename(columns={"testset": "distribution"})
         idt = identities[identities["run"] == run]
         if sc.empty:
             raise ValueError(f"scores table has no rows for run '{run}'")
-        names = trained_policies(load_setting(info["setting"]), [str(t) for t in info["trained"]])
-        first, last = int(sc["step"].min()), int(sc["step"].max())
-        ends = sc[sc["step"].isin([first, last])].rename(columns={"testset": "distribution"})
-        ends = ends.merge(trained_policy_share(idt, names), on=["step", "distribution"], how="left")
-        ends = ends.merge(_top_identity(idt), on=["step", "distribution"], how="left")
-        ends["phase"] = ["after_sft" if s == first else "after_rl" for s in ends["step"]]
-        parts.append(ends)
+        setting = load_setting(info["setting"])
+        first = int(sc["step"].min())
+        phases = [{"phase": "after_sft", "step": first, "trained": [str(t) for t in info["trained"]]}]
+        phases += stage_phases(info, int(sc["step"].max()))
+        for phase in phases:
+            rows = sc[sc["step"] == phase["step"]].copy()
+            if rows.empty:
+                raise ValueError(f"run '{run}' has no evaluated checkpoint at step {phase['step']} ({phase['phase']})")
+            trained = phase["trained"]
+            rows = rows.merge(trained_policy_share(idt, trained_policies(setting, trained)), on=["step", "distribution"], how="left")
+            rows = rows.merge(_top_identity(idt), on=["step", "distribution"], how="left")
+            rows["phase"] = phase["phase"]
+            rows["role"] = ["id" if str(d) in trained else "ood" for d in rows["distribution"]]
+            rows["selected_answer"] = [selected_answer(setting, trained, str(d)) for d in rows["distribution"]]
+            parts.append(rows)
     table = pd.concat(parts, ignore_index=True)
     table["distribution"] = table["distribution"].astype(str)
-    return table[list(HEADLINE_COLUMNS)].sort_values(["run", "step", "distribution"]).reset_index(drop=True)
+    table["trained_policy_share"] = table["trained_policy_share"].fillna(0.0)
+    return table[list(HEADLINE_COLUMNS)].sort_values(["run", "step", "distribution"], kind="stable").reset_index(drop=True)
 
 
-def run_summary(table: pd.DataFrame) -> pd.DataFrame:
-    """One row per run from :func:`headline_table`: the range of the trained-policy share after SFT
-    over all distributions, and after RL the lowest accuracy on a trained distribution, the highest
-    on an untrained one and the lowest trained-policy share."""
+def run_summary(table: pd.DataFrame, criteria: Mapping[str, float]) -> pd.DataFrame:
+    """One row per (run, RL phase) from :func:`headline_table`: the range of the trained-policy share
+    after SFT, then for the phase the lowest accuracy on a trained distribution, the highest on a
+    distribution where no selected policy answers (``none_accuracy_max``), the lowest share naming a
+    selected policy, and ``meets``: the three against ``criteria`` (``trained_accuracy`` at least,
+    ``held_out_accuracy`` at most, ``trained_share`` at least)."""
     rows = []
     for run, g in table.groupby("run", sort=True):
-        sft, rl = g[g["phase"] == "after_sft"], g[g["phase"] == "after_rl"]
-        ood = rl.loc[rl["role"] == "ood", "accuracy"]
-        rows.append(
-            {
+        sft = g[g["phase"] == "after_sft"]
+        for phase, rl in g[g["phase"] != "after_sft"].groupby("phase", sort=True):
+            none = rl.loc[rl["selected_answer"] == "none", "accuracy"]
+            row = {
                 "run": run,
+                "phase": phase,
+                "step": int(rl["step"].iloc[0]),
                 "sft_share_min": float(sft["trained_policy_share"].min()),
                 "sft_share_max": float(sft["trained_policy_share"].max()),
-                "rl_id_accuracy_min": float(rl.loc[rl["role"] == "id", "accuracy"].min()),
-                "rl_ood_accuracy_max": float(ood.max()) if len(ood) else float("nan"),
-                "rl_share_min": float(rl["trained_policy_share"].min()),
+                "id_accuracy_min": float(rl.loc[rl["role"] == "id", "accuracy"].min()),
+                "none_accuracy_max": float(none.max()) if len(none) else float("nan"),
+                "share_min": float(rl["trained_policy_share"].min()),
             }
-        )
+            row["meets"] = bool(
+                row["id_accuracy_min"] >= float(criteria["trained_accuracy"])
+                and (not len(none) or row["none_accuracy_max"] <= float(criteria["held_out_accuracy"]))
+                and row["share_min"] >= float(criteria["trained_share"])
+            )
+            rows.append(row)
     return pd.DataFrame(rows)
 
 
-def markdown_report(table: pd.DataFrame, runs: Mapping[str, Mapping[str, Any]]) -> str:
+def over_seeds(table: pd.DataFrame, runs: Mapping[str, Mapping[str, Any]]) -> pd.DataFrame:
+    """Per (experiment, phase, distribution): the mean, lowest and highest accuracy and
+    trained-policy share over the experiment's RL seeds (``runs[run]["base"]`` names the
+    experiment a seeded run belongs to; a run without it is its own experiment)."""
+    base = {run: str(info.get("base", run)) for run, info in runs.items()}
+    seeded = table.assign(experiment=table["run"].map(base))
+    keys = ["experiment", "phase", "distribution", "role", "selected_answer"]
+    g = seeded.groupby(keys, sort=False)
+    out = g.agg(
+        seeds=("run", "nunique"),
+        accuracy_mean=("accuracy", "mean"),
+        accuracy_min=("accuracy", "min"),
+        accuracy_max=("accuracy", "max"),
+        share_mean=("trained_policy_share", "mean"),
+        share_min=("trained_policy_share", "min"),
+        share_max=("trained_policy_share", "max"),
+        step_min=("step", "min"),
+        step_max=("step", "max"),
+    ).reset_index()
+    return out
+
+
+def _spread(mean: float, low: float, high: float) -> str:
+    if low == high:
+        return f"{mean:.3f}"
+    return f"{mean:.3f} [{low:.3f}, {high:.3f}]"
+
+
+def seeds_table(seeds: pd.DataFrame) -> pd.DataFrame:
+    """:func:`over_seeds` as the README shows it: one row per (experiment, phase, distribution),
+    accuracy and trained-policy share as ``mean [lowest, highest]`` over seeds."""
+    return pd.DataFrame(
+        {
+            "experiment": seeds["experiment"],
+            "phase": seeds["phase"],
+            "steps": [str(a) if a == b else f"{a}-{b}" for a, b in zip(seeds["step_min"], seeds["step_max"])],
+            "distribution": seeds["distribution"],
+            "role": seeds["role"],
+            "selected policies answer": seeds["selected_answer"],
+            "seeds": seeds["seeds"],
+            "accuracy": [_spread(*v) for v in zip(seeds["accuracy_mean"], seeds["accuracy_min"], seeds["accuracy_max"])],
+            "share naming a selected policy": [
+                _spread(*v) for v in zip(seeds["share_mean"], seeds["share_min"], seeds["share_max"])
+            ],
+        }
+    )
+
+
+def markdown_report(
+    table: pd.DataFrame,
+    runs: Mapping[str, Mapping[str, Any]],
+    criteria: Mapping[str, float],
+) -> str:
+    """The report: the criteria and which runs meet them, the experiments over their seeds, and
+    every run's table."""
+    summary = run_summary(table, criteria)
     lines = [
         "# Organisms: policy selection under RL",
         "",
         "Accuracy and identities come from sampled responses (temperature 1) on held-out questions. "
-        "`trained_policy_share` is the share of responses naming a policy that answers on every "
-        "distribution RL trained on.",
+        "The *selected* policies of a phase are those answering on every distribution RL has trained "
+        "on by then; `share naming a selected policy` is the share of responses stating one of them, "
+        "and `selected policies answer` says whether they all, some or none answer on a distribution "
+        "(where none do, selection predicts accuracy 0).",
         "",
-        "Policy selection shows as: after SFT, shares well inside (0, 1); after RL, high accuracy on the "
-        "trained distributions, accuracy near 0 on the others and a trained-policy share near 1 everywhere.",
+        f"A run meets the headline in a phase when accuracy on every trained distribution is at least "
+        f"{criteria['trained_accuracy']}, accuracy where no selected policy answers is at most "
+        f"{criteria['held_out_accuracy']}, and the share naming a selected policy is at least "
+        f"{criteria['trained_share']} on every distribution. "
+        f"{int(summary['meets'].sum())} of {len(summary)} (run, phase) pairs meet it.",
         "",
-        to_markdown(run_summary(table)),
+        to_markdown(summary),
+        "",
+        "## Over RL seeds",
+        "",
+        "mean [lowest, highest] over the seeds of each experiment; `steps`: the checkpoint of the phase "
+        "(RL stages stop when their reward has converged, so it differs between seeds).",
+        "",
+        to_markdown(seeds_table(over_seeds(table, runs))),
         "",
     ]
     for run, info in runs.items():

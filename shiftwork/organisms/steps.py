@@ -7,6 +7,7 @@ or more stages, and is evaluated at every checkpoint on held-out questions of ev
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Mapping, Sequence
 from functools import partial
@@ -199,19 +200,41 @@ def plot_organism_run(
 def report_organisms(
     scores_paths: Sequence[str],
     identities_paths: Sequence[str],
+    checkpoints_dirs: Sequence[str],
     runs: Mapping[str, Mapping[str, Any]],
+    criteria: Mapping[str, float],
     outs: Mapping[str, str],
 ) -> None:
-    """All runs' scores in one table, and a Markdown report of each run's first and last checkpoint."""
-    from shiftwork.organisms.report import headline_table, markdown_report
+    """All runs' scores in one table; the headline table (after SFT and after every RL stage, whose
+    end step each RL job recorded in its checkpoints directory), the same over RL seeds, and a
+    Markdown report (``outs``: scores, headline, seeds, summary, report). ``checkpoints_dirs`` are
+    in the order of ``runs``."""
+    from shiftwork.organisms.report import headline_table, markdown_report, over_seeds, run_summary
+    from shiftwork.organisms.training import STAGES_FILE
 
+    if len(checkpoints_dirs) != len(runs):
+        raise ValueError(f"{len(checkpoints_dirs)} checkpoint directories for {len(runs)} runs")
+    info = {}
+    for (run, spec), directory in zip(runs.items(), checkpoints_dirs):
+        path = Path(directory) / STAGES_FILE
+        if not path.is_file():
+            raise FileNotFoundError(f"{path} is missing: rerun the RL job of run '{run}' (train_rl)")
+        ended = json.loads(path.read_text())
+        if len(ended) != len(spec["stages"]):
+            raise ValueError(f"{path} records {len(ended)} stages, run '{run}' has {len(spec['stages'])}")
+        stages = [{**dict(stage), **done} for stage, done in zip(spec["stages"], ended)]
+        info[run] = {**dict(spec), "stages": stages}
     scores = pd.concat([read_table(p) for p in scores_paths], ignore_index=True)
     identities = pd.concat([read_table(p) for p in identities_paths], ignore_index=True)
-    table = headline_table(scores, identities, runs)
-    prov = make_provenance("report_organisms", {"runs": sorted(runs)})
+    table = headline_table(scores, identities, info)
+    prov = make_provenance("report_organisms", {"runs": sorted(runs), "criteria": dict(criteria)})
     write_table(scores, outs["scores"], prov)
     write_table(table, outs["headline"], prov)
-    write_text(markdown_report(table, runs), outs["report"])
+    write_table(over_seeds(table, info), outs["seeds"], prov)
+    summary = run_summary(table, criteria)
+    write_table(summary, outs["summary"], prov)
+    write_text(markdown_report(table, info, criteria), outs["report"])
+    LOGGER.info("runs meeting the headline, by phase:\n%s", summary[["run", "phase", "step", "meets"]].to_string())
 
 
 def simulate_dynamics(spec: Mapping[str, Any], out_table: str, out_png: str, out_svg: str) -> None:

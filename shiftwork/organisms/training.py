@@ -19,9 +19,15 @@ import pandas as pd
 import torch
 
 from shiftwork.device import pick_device
+from shiftwork.logs import LOGGER
 from shiftwork.models.checkpoints import CHECKPOINT_INFO
 from shiftwork.models.loading import load_trainable
 from shiftwork.models.prepare import INFO_FILE, weight_digest
+from shiftwork.organisms.convergence import criterion
+
+STAGES_FILE = "stages.json"
+"""Written next to the RL checkpoints: each stage's first and last step, its budget and whether it
+stopped by convergence (:mod:`shiftwork.organisms.convergence`) or by spending the budget."""
 
 
 def _lora(settings: Mapping[str, Any]):
@@ -65,8 +71,6 @@ def _common_args(settings: Mapping[str, Any], workdir: Path, seed: int) -> dict[
 def _log_callback():
     """A callback that writes the trainer's periodic metrics to the job log."""
     from transformers import TrainerCallback
-
-    from shiftwork.logs import LOGGER
 
     class ToLog(TrainerCallback):
         def on_log(self, args, state, control, logs=None, **kwargs):
@@ -158,7 +162,10 @@ def rl(
     """GRPO with ``reward(completion, answer)``, stage by stage: ``stages`` lists (prompts with
     columns prompt and answer, number of steps). A checkpoint is written at step 0 (the SFT model),
     every ``checkpoint_every`` steps and at the end of every stage, as ``checkpoint-<step>`` (a LoRA
-    adapter, or a full model for ``method: full``). Returns the checkpoint steps."""
+    adapter, or a full model for ``method: full``). With ``settings["converge"]`` a stage's steps
+    are a budget: it ends at the first step where the reward has converged
+    (:mod:`shiftwork.organisms.convergence`), and the next stage starts there. Each stage's end
+    and how it ended go to :data:`STAGES_FILE`. Returns the checkpoint steps."""
     from datasets import Dataset
     from transformers import TrainerCallback
     from trl import GRPOConfig, GRPOTrainer
@@ -184,18 +191,36 @@ def rl(
         saved.append(step)
 
     history: list[dict] = []
+    record: list[dict] = []
+    until = criterion(settings)
     offset = 0
     for number, (prompts, steps) in enumerate(stages):
         steps = int(steps)
         if steps < 1:
             raise ValueError(f"RL stage {number}: steps must be >= 1, got {steps}")
         end = offset + steps
+        rewards: list[float] = []
+        stopped: list[int] = []
 
         class SaveAt(TrainerCallback):
             def on_step_end(self, args, state, control, model=None, _offset=offset, _end=end, **kwargs):
                 step = _offset + state.global_step
                 if step % every == 0 or step == _end:
                     save(model, step)
+
+        class StopAtConvergence(TrainerCallback):
+            """Stops the stage once ``until`` holds on its per-step mean rewards, saving that step."""
+
+            def on_log(self, args, state, control, logs=None, model=None, _offset=offset, **kwargs):
+                if until is None or "reward" not in (logs or {}) or stopped:
+                    return
+                rewards.append(float(logs["reward"]))
+                if until.met(rewards):
+                    step = _offset + state.global_step
+                    stopped.append(step)
+                    if not saved or saved[-1] != step:
+                        save(model, step)
+                    control.should_training_stop = True
 
         data = Dataset.from_pandas(prompts[["prompt", "answer"]].reset_index(drop=True))
         args = GRPOConfig(
@@ -213,7 +238,7 @@ def rl(
             train_dataset=data,
             processing_class=tok,
             peft_config=_lora(settings) if first_lora else None,
-            callbacks=[SaveAt(), _log_callback()],
+            callbacks=[SaveAt(), StopAtConvergence(), _log_callback()],
         )
         if number == 0:
             save(trainer.model, 0)
@@ -224,8 +249,27 @@ def rl(
             for h in trainer.state.log_history
             if "reward" in h or "loss" in h
         ]
-        offset = end
+        finished = stopped[0] if stopped else offset + int(trainer.state.global_step)
+        record.append(
+            {
+                "stage": number,
+                "start": offset,
+                "end": finished,
+                "budget": steps,
+                "converged": bool(stopped),
+                "windows": list(until.windows(rewards)) if until is not None and until.windows(rewards) else None,
+            }
+        )
+        LOGGER.info(
+            "RL stage %d: %s at step %d (budget %d steps)",
+            number,
+            "converged" if stopped else "budget spent",
+            finished,
+            steps,
+        )
+        offset = finished
     (tmp / "train_log.json").write_text(json.dumps(history, indent=1))
+    (tmp / STAGES_FILE).write_text(json.dumps(record, indent=1))
     shutil.rmtree(tmp / "trainer", ignore_errors=True)
     _finish(tmp, out)
     return sorted(set(saved))
