@@ -417,11 +417,55 @@ def organism_runs(org: Mapping[str, Any]) -> dict[str, dict]:
     return runs
 
 
+def question_errors(key: str, q: Mapping[str, Any]) -> list[str]:
+    """Problems of one organism's ``questions``: each kind is a built-in synthetic kind or a key of
+    ``families`` (whose format is known), and a synthetic bank has room for n_train + n_test."""
+    from shiftwork.organisms.choice_questions import FORMATS
+    from shiftwork.organisms.questions import KINDS, capacity
+
+    errors = []
+    families = q.get("families") or {}
+    for name, fam in families.items():
+        if name in KINDS:
+            errors.append(f"config key '{key}.families.{name}': '{name}' is a built-in kind; name the family otherwise")
+        if fam.get("format") not in FORMATS:
+            errors.append(
+                f"config key '{key}.families.{name}.format': unknown format {fam.get('format')!r}; expected one of "
+                f"{list(FORMATS)}"
+            )
+        src = fam.get("source") or {}
+        need = {"file": "path", "hub": "id"}.get(src.get("kind"))
+        if need and need not in src:
+            errors.append(f"config key '{key}.families.{name}.source': kind '{src['kind']}' needs '{need}'")
+    kinds = q.get("kind", "add")
+    many = isinstance(kinds, list)
+    for i, kind in enumerate(kinds if many else [kinds]):
+        where = f"{key}.kind" + (f".{i}" if many else "")
+        if kind in KINDS:
+            room = capacity(kind)
+            if q["n_train"] + q["n_test"] > room:
+                errors.append(
+                    f"config key '{key}': n_train + n_test = {q['n_train'] + q['n_test']} exceeds "
+                    f"the {room} distinct '{kind}' questions"
+                )
+        elif kind not in families:
+            known = [*KINDS, *families]
+            errors.append(
+                f"config key '{where}': unknown question kind or family '{kind}'; built-in kinds are {list(KINDS)}"
+                + (
+                    f", families (questions.families) {sorted(families)}"
+                    if families
+                    else ", and no families are defined"
+                )
+                + _suggest(str(kind), known)
+            )
+    return errors
+
+
 def organism_errors(org: Mapping[str, Any], models: set[str]) -> list[str]:
     """Problems of the ``organisms`` section that the schema cannot see: unknown models and
     organisms, settings that cannot be built (a trigger no policy answers on, no policies), stage
     distributions outside the setting, question banks too small, missing training settings."""
-    from shiftwork.organisms.questions import capacity
     from shiftwork.organisms.settings import load_setting
 
     errors = []
@@ -437,13 +481,7 @@ def organism_errors(org: Mapping[str, Any], models: set[str]) -> list[str]:
             settings[name] = load_setting(spec["setting"])
         except ValueError as err:
             errors.append(f"config key '{key}.setting': {err}")
-        q = spec["questions"]
-        room = capacity(q["kind"])
-        if q["n_train"] + q["n_test"] > room:
-            errors.append(
-                f"config key '{key}.questions': n_train + n_test = {q['n_train'] + q['n_test']} exceeds "
-                f"the {room} distinct '{q['kind']}' questions"
-            )
+        errors += question_errors(f"{key}.questions", spec["questions"])
         if "path" not in spec:
             missing = [k for k in ("steps", "learning_rate") if k not in spec["train"]]
             if missing:
