@@ -37,6 +37,7 @@ rule train_sft:
         "../envs/shiftwork.yaml"
     threads: 1
     resources:
+        **rule_resources(config, "train_sft", ORGANISM_RUNS),
         gpu=1,
     params:
         train=organism_sft_settings,
@@ -77,6 +78,7 @@ rule train_rl:
         "../envs/shiftwork.yaml"
     threads: 1
     resources:
+        **rule_resources(config, "train_rl", ORGANISM_RUNS),
         gpu=1,
     params:
         stages=organism_run_stages,
@@ -103,6 +105,7 @@ rule evaluate_organism:
         "../envs/shiftwork.yaml"
     threads: 1
     resources:
+        **rule_resources(config, "evaluate_organism", ORGANISM_RUNS),
         gpu=1,
     params:
         setting=organism_setting,
@@ -136,7 +139,9 @@ rule report_organisms:
         identities=expand(
             "results/organisms/runs/{run}/identities.parquet", run=ORGANISM_RUNS
         ),
-        checkpoints=expand("results/organisms/runs/{run}/checkpoints", run=ORGANISM_RUNS),
+        checkpoints=expand(
+            "results/organisms/runs/{run}/checkpoints", run=ORGANISM_RUNS
+        ),
     output:
         scores="results/organisms/scores.parquet",
         headline="results/organisms/headline.parquet",

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from shiftwork.config import ConfigError, check_config, question_errors
+from shiftwork.config import ConfigError, check_config, organism_runs, question_errors
 from shiftwork.data import DatasetError
 from shiftwork.organisms.choice_questions import CHOICE_COLUMNS, choice_family, family_rows, shifted_letter
 from shiftwork.organisms.resources import job_resources, parameter_billions, rule_resources
@@ -307,9 +307,11 @@ def test_resources_by_model_size(root):
     with pytest.raises(ValueError, match="job must be one of"):
         job_resources("x/y-1b", "train")
     cfg = check_config(yaml.safe_load((root / "config" / "paper.yaml").read_text()))
-    sft = rule_resources(cfg, "train_sft")
+    runs = organism_runs(cfg["organisms"])
+    sft = rule_resources(cfg, "train_sft", runs)
     assert sft["mem_mb"](types.SimpleNamespace(organism="gemma-3-27b-coverage")) == 160000
     assert sft["mem_mb"](types.SimpleNamespace(organism="gemma-3-1b-coverage")) == 64000
-    evaluate = rule_resources(cfg, "evaluate_organism")
+    evaluate = rule_resources(cfg, "evaluate_organism", runs)
     assert evaluate["runtime"](types.SimpleNamespace(run="gemma-3-27b-two-policy-rl-B")) == 480
-    assert evaluate["gpu"](types.SimpleNamespace(run="qwen2.5-1.5b-two-policy-task-rl-A")) == 1
+    assert evaluate["mem_mb"](types.SimpleNamespace(run="qwen2.5-1.5b-two-policy-task-rl-A")) == 48000
+    assert set(evaluate) == {"mem_mb", "runtime"}

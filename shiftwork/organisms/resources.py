@@ -59,16 +59,20 @@ def organism_model_id(config: Mapping[str, Any], organism: str) -> str:
     return str(source.get("id") or source.get("path") or spec["model"])
 
 
-def rule_resources(config: Mapping[str, Any], job: str) -> dict[str, Callable[[Any], int]]:
-    """Snakemake resources of rule ``job``, each a function of the job's wildcards (``organism``
-    for train_sft, ``run`` for the others): ``resources: **rule_resources(config, "train_sft")``."""
+def rule_resources(
+    config: Mapping[str, Any], job: str, runs: Mapping[str, Mapping[str, Any]]
+) -> dict[str, Callable[[Any], int]]:
+    """Snakemake resources of rule ``job`` besides its one GPU (``mem_mb`` and ``runtime``), each a
+    function of the job's wildcards (``organism`` for train_sft, ``run`` for the others; ``runs``
+    are the expanded runs, :func:`shiftwork.config.organism_runs`):
+    ``resources: gpu=1, **rule_resources(config, "train_sft", runs)``."""
 
     def model_of(wildcards: Any) -> str:
-        organism = wildcards.organism if job == "train_sft" else config["organisms"]["runs"][wildcards.run]["organism"]
+        organism = wildcards.organism if job == "train_sft" else runs[wildcards.run]["organism"]
         return organism_model_id(config, organism)
 
     job_resources("", job)  # an unknown job fails when the rule is defined, not per job
     return {
         key: (lambda wildcards, _key=key: job_resources(model_of(wildcards), job)[_key])
-        for key in ("gpu", "mem_mb", "runtime")
+        for key in ("mem_mb", "runtime")
     }
