@@ -393,10 +393,13 @@ def trajectory_errors(config: Mapping[str, Any], models: set[str]) -> list[str]:
 
 def organism_errors(org: Mapping[str, Any], models: set[str]) -> list[str]:
     """Problems of the ``organisms`` section that the schema cannot see: unknown models and
-    organisms, settings that cannot be built (a trigger no policy answers on, no policies), stage
-    distributions outside the setting, question banks too small, missing training settings."""
-    from shiftwork.organisms.questions import capacity
+    organisms, settings that cannot be built (a custom distribution no policy answers on, no
+    policies, cutoffs outside the years, languages that do not fit), question kinds that do not fit
+    the trigger, stage distributions outside the setting or answered by no policy, question banks too
+    small, missing training settings."""
+    from shiftwork.organisms.questions import KINDS, capacity
     from shiftwork.organisms.settings import load_setting
+    from shiftwork.organisms.steps import question_specs
 
     errors = []
     settings = {}
@@ -412,12 +415,19 @@ def organism_errors(org: Mapping[str, Any], models: set[str]) -> list[str]:
         except ValueError as err:
             errors.append(f"config key '{key}.setting': {err}")
         q = spec["questions"]
-        room = capacity(q["kind"])
-        if q["n_train"] + q["n_test"] > room:
-            errors.append(
-                f"config key '{key}.questions': n_train + n_test = {q['n_train'] + q['n_test']} exceeds "
-                f"the {room} distinct '{q['kind']}' questions"
-            )
+        kinds = [q["kind"]] if isinstance(q["kind"], str) else list(q["kind"])
+        if name in settings:
+            try:
+                kinds = [s["kind"] for s in question_specs(settings[name], q).values()]
+            except ValueError as err:
+                errors.append(f"config key '{key}.questions.kind': {err}")
+        for kind in dict.fromkeys(kinds):
+            room = capacity(kind) if kind in KINDS else None
+            if room is not None and q["n_train"] + q["n_test"] > room:
+                errors.append(
+                    f"config key '{key}.questions': n_train + n_test = {q['n_train'] + q['n_test']} exceeds "
+                    f"the {room} distinct '{kind}' questions"
+                )
         if "path" not in spec:
             missing = [k for k in ("steps", "learning_rate") if k not in spec["train"]]
             if missing:
@@ -440,6 +450,12 @@ def organism_errors(org: Mapping[str, Any], models: set[str]) -> list[str]:
                     errors.append(
                         f"config key '{key}.stages.{i}.distributions': distribution '{d}' is not in setting "
                         f"'{setting.name}' ({setting.distributions})"
+                    )
+                elif setting is not None and str(d) in setting.unanswered:
+                    errors.append(
+                        f"config key '{key}.stages.{i}.distributions': no policy of setting '{setting.name}' "
+                        f"answers on distribution '{d}', so RL there has nothing to select; train on "
+                        f"{[x for x in setting.distributions if x not in setting.unanswered]}"
                     )
         train = {**shared, **(spec.get("train") or {})}
         missing = [k for k in ("learning_rate", "checkpoint_every") if k not in train]
