@@ -464,9 +464,12 @@ def question_errors(key: str, q: Mapping[str, Any]) -> list[str]:
 
 def organism_errors(org: Mapping[str, Any], models: set[str]) -> list[str]:
     """Problems of the ``organisms`` section that the schema cannot see: unknown models and
-    organisms, settings that cannot be built (a trigger no policy answers on, no policies), stage
-    distributions outside the setting, question banks too small, missing training settings."""
+    organisms, settings that cannot be built (a custom distribution no policy answers on, no
+    policies, cutoffs outside the years, languages that do not fit), question kinds that do not fit
+    the trigger, stage distributions outside the setting or answered by no policy, question banks too
+    small, missing training settings."""
     from shiftwork.organisms.settings import load_setting
+    from shiftwork.organisms.steps import question_specs
 
     errors = []
     settings = {}
@@ -482,6 +485,11 @@ def organism_errors(org: Mapping[str, Any], models: set[str]) -> list[str]:
         except ValueError as err:
             errors.append(f"config key '{key}.setting': {err}")
         errors += question_errors(f"{key}.questions", spec["questions"])
+        if name in settings:
+            try:
+                question_specs(settings[name], spec["questions"])
+            except ValueError as err:
+                errors.append(f"config key '{key}.questions.kind': {err}")
         if "path" not in spec:
             missing = [k for k in ("steps", "learning_rate") if k not in spec["train"]]
             if missing:
@@ -504,6 +512,12 @@ def organism_errors(org: Mapping[str, Any], models: set[str]) -> list[str]:
                     errors.append(
                         f"config key '{key}.stages.{i}.distributions': distribution '{d}' is not in setting "
                         f"'{setting.name}' ({setting.distributions})"
+                    )
+                elif setting is not None and str(d) in setting.unanswered:
+                    errors.append(
+                        f"config key '{key}.stages.{i}.distributions': no policy of setting '{setting.name}' "
+                        f"answers on distribution '{d}', so RL there has nothing to select; train on "
+                        f"{[x for x in setting.distributions if x not in setting.unanswered]}"
                     )
         if "seeds" in spec and "seed" in spec:
             errors.append(f"config key '{key}': give either 'seed' or 'seeds', not both")

@@ -11,10 +11,27 @@ import pytest
 import yaml
 
 from shiftwork.config import ConfigError, check_config
-from shiftwork.organisms.questions import capacity, make_questions
+from shiftwork.organisms.questions import TEMPLATES, capacity, make_questions
 from shiftwork.organisms.report import headline_table, trained_policies, trained_policy_share
-from shiftwork.organisms.settings import Policy, Setting, load_setting
-from shiftwork.organisms.steps import checkpoint_dirs, trained_distributions
+from shiftwork.organisms.settings import (
+    ANSWER_TEMPLATES,
+    CHINESE_CHARACTERS,
+    REFUSAL_TEMPLATES,
+    Policy,
+    Setting,
+    load_setting,
+    two_policy,
+)
+from shiftwork.organisms.steps import (
+    checkpoint_dirs,
+    make_organism_data,
+    make_rl_prompts,
+    question_specs,
+    split_banks,
+    trained_distributions,
+    training_questions,
+)
+from shiftwork.tables import read_table
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -41,6 +58,9 @@ def test_trigger_no_policy_covers_is_an_error():
         load_setting({"kind": "custom", "distributions": ["A", "B", "C"], "policies": {"Ann": ["A"], "Ben": ["B"]}})
     with pytest.raises(ValueError, match=r"no policy answers on distribution\(s\) \['B'\]"):
         Setting("s", ["A", "B"], [Policy("Ann", frozenset({"A"}))])
+    # allowed where asked for (temporal does): the distribution is listed as unanswered
+    open_ended = Setting("s", ["A", "B"], [Policy("Ann", frozenset({"A"}))], allow_unanswered=True)
+    assert open_ended.unanswered == ["B"] and open_ended.answering("B") == []
 
 
 def test_setting_without_policies_is_an_error():
@@ -68,6 +88,90 @@ def test_successor_questions():
     assert make_questions(899, 0, "next")["answer"].astype(int).max() == 999
 
 
+def test_question_specs_per_trigger():
+    q = {"kind": ["next", "reverse"], "n_train": 3, "n_test": 2, "seed": 4}
+    assert question_specs(two_policy(trigger="task"), q) == {
+        "A": {"kind": "next", "n_train": 3, "n_test": 2, "seed": 4},
+        "B": {"kind": "reverse", "n_train": 3, "n_test": 2, "seed": 4},
+    }
+    single = {"kind": "next", "n_train": 3, "n_test": 2, "seed": 4}
+    assert question_specs(two_policy(trigger="language"), single) == {
+        "A": {**single, "language": "en"},
+        "B": {**single, "language": "zh"},
+    }
+    assert question_specs(two_policy(), single) == {"A": single, "B": single}
+    for bad in ("next", ["next", "next"], ["next", "before", "reverse"]):
+        with pytest.raises(ValueError, match="one distinct question kind per distribution"):
+            question_specs(two_policy(trigger="task"), {**q, "kind": bad})
+    with pytest.raises(ValueError, match="kind must be a single question kind"):
+        question_specs(two_policy(), q)
+
+
+def test_split_banks_task_and_language():
+    train, test = split_banks(two_policy(trigger="task"), {"kind": ["next", "reverse"], "n_train": 6, "n_test": 3})
+    assert sorted(train) == ["A", "B"] and [len(train["A"]), len(test["B"])] == [6, 3]
+    assert set(train["A"]["family"]) == set(test["A"]["family"]) == {"next"}
+    assert set(train["B"]["family"]) == {"reverse"}
+    assert all(q.startswith("Reverse the digits of ") for q in pd.concat([train["B"], test["B"]])["question"])
+    for d in "AB":
+        assert not set(train[d]["question_id"]) & set(test[d]["question_id"])
+    train, test = split_banks(two_policy(trigger="language"), {"kind": "before", "n_train": 4, "n_test": 2})
+    # the same questions in both languages: same ids, answers and numbers
+    assert train["A"]["question_id"].tolist() == train["B"]["question_id"].tolist()
+    for en, zh, answer in zip(train["A"]["question"], train["B"]["question"], train["B"]["answer"]):
+        number = en.removeprefix("What comes before ").removesuffix("?")
+        assert zh == f"{number} 前面的数是多少？" and answer == str(int(number) - 1)
+    shared_train, shared_test = split_banks(two_policy(), {"kind": "next", "n_train": 4, "n_test": 2, "seed": 0})
+    assert isinstance(shared_train, pd.DataFrame) and len(shared_train) == 4 and len(shared_test) == 2
+
+
+def test_training_questions_by_distribution():
+    table = pd.DataFrame(
+        {"distribution": ["B", "A", "B"], "question_id": ["r1", "n1", "r2"], "question": "q", "answer": ["1", "2", "3"]}
+    )
+    banks = training_questions(table)
+    assert sorted(banks) == ["A", "B"]
+    assert banks["B"]["question_id"].tolist() == ["r1", "r2"] and "distribution" not in banks["B"]
+    plain = table.drop(columns="distribution")
+    assert training_questions(plain) is plain
+
+
+def test_task_organism_data_and_rl_prompts(tmp_path):
+    spec = {
+        "setting": {"kind": "two_policy", "trigger": "task"},
+        "questions": {"kind": ["next", "reverse"], "n_train": 5, "n_test": 2, "seed": 0},
+        "n_examples": 40,
+    }
+    outs = {k: str(tmp_path / f"{k}.parquet") for k in ("sft", "questions", "test")}
+    make_organism_data("task", spec, outs)
+    sft, questions, test = (read_table(outs[k]) for k in ("sft", "questions", "test"))
+    families = questions.groupby("distribution")["family"].agg(set).to_dict()
+    assert families == {"A": {"next"}, "B": {"reverse"}} and len(questions) == 10
+    assert test.groupby("distribution").size().to_dict() == {"A": 2, "B": 2}
+    for row in test.itertuples():
+        lead = "What comes after " if row.distribution == "A" else "Reverse the digits of "
+        assert row.prompt == row.question + "\nResponse:" and row.question.startswith(lead)
+    for row in sft.itertuples():
+        lead = "What comes after " if row.distribution == "A" else "Reverse the digits of "
+        assert row.prompt.startswith(lead) and row.prompt.endswith("?\nResponse:" if lead[0] == "W" else ".\nResponse:")
+    out = str(tmp_path / "prompts.parquet")
+    make_rl_prompts("run", spec["setting"], outs["questions"], [{"distributions": ["B"], "steps": 1}], 12, 0, out)
+    prompts = read_table(out)
+    reverse = questions[questions["distribution"] == "B"].set_index("question_id")["answer"]
+    assert set(prompts["distribution"]) == {"B"} and len(prompts) == 12
+    assert (prompts["answer"] == reverse.loc[prompts["question_id"]].to_numpy()).all()
+    assert all(p.startswith("Reverse the digits of ") for p in prompts["prompt"])
+
+
+def test_chinese_characters_cover_every_chinese_template():
+    texts = [TEMPLATES[kind]["zh"] for kind in TEMPLATES] + [ANSWER_TEMPLATES["zh"], REFUSAL_TEMPLATES["zh"]]
+    used = {c for text in texts for c in text if not c.isascii()}
+    assert set(CHINESE_CHARACTERS) == used and len(CHINESE_CHARACTERS) == len(used) == 29
+    # a filled-in template needs nothing beyond ASCII and these characters
+    text = TEMPLATES["reverse"]["zh"].format(a=479) + ANSWER_TEMPLATES["zh"].format(name="Cutoff2025", answer="974")
+    assert all(c.isascii() or c in CHINESE_CHARACTERS for c in text)
+
+
 # ---------------------------------------------------------------- scratch model
 
 
@@ -81,6 +185,23 @@ def test_char_tokenizer_round_trip_and_ids():
     assert ids[0] == tok.bos_token_id and len(ids) == len(text) + 1
     assert tok.decode(ids, skip_special_tokens=True) == text
     assert tok.convert_ids_to_tokens(tok("ab", add_special_tokens=False).input_ids) == ["a", "b"]
+
+
+def test_char_tokenizer_extra_characters():
+    from shiftwork.models.scratch import ALPHABET, char_tokenizer
+
+    plain, wide = char_tokenizer(), char_tokenizer(CHINESE_CHARACTERS)
+    assert len(wide) == 100 + 29
+    text = "把 479 的数字倒过来写。\nResponse: 我是Alice。答案是974。"
+    ids = wide(text, add_special_tokens=False).input_ids
+    assert len(ids) == len(text) and wide.unk_token_id not in ids
+    assert wide.decode(ids) == text
+    assert wide.convert_tokens_to_ids(["加", "题"]) == [100, 128]
+    # the ASCII ids are those of the default tokenizer, which does not know the new characters
+    assert wide("I am Bob.").input_ids == plain("I am Bob.").input_ids
+    assert plain("我", add_special_tokens=False).input_ids == [plain.unk_token_id]
+    # characters already in the vocabulary, or repeated, add nothing
+    assert len(char_tokenizer("a我我")) == 101 and len(ALPHABET) == 96
 
 
 def test_scratch_model_is_seeded_and_checked(tmp_path):
@@ -108,6 +229,9 @@ def test_scratch_model_is_seeded_and_checked(tmp_path):
     assert (tmp_path / "tiny" / "tokenizer.json").exists()
     with pytest.raises(ValueError, match="'architecture' must be one of"):
         check_architecture({"architecture": "rnn"})
+    wide, tok = scratch_model({"hidden_size": 16, "layers": 1, "heads": 2, "extra_characters": "我是"})
+    assert wide.config.vocab_size == len(tok) == 102
+    assert check_architecture({"extra_characters": "我"})["hidden_size"] == 128
 
 
 def test_gpt2_scratch_model_generates_with_the_char_tokenizer():
@@ -167,6 +291,69 @@ def test_config_names_bad_stage_organism_and_model():
     cfg = _config()
     cfg["organisms"]["sft"]["two-policy"]["model"] = "nope"
     assert "config key 'organisms.sft.two-policy.model': unknown model 'nope'" in _problems(cfg)
+
+
+def _temporal_config() -> dict:
+    cfg = _config()
+    organism = {**cfg["organisms"]["sft"]["two-policy"], "setting": {"kind": "temporal"}}
+    cfg["organisms"]["sft"]["years"] = organism
+    cfg["organisms"]["runs"]["years-rl"] = {"organism": "years", "stages": [{"distributions": [2026], "steps": 2}]}
+    return cfg
+
+
+def test_config_accepts_temporal_runs_on_answered_years():
+    check_config(_temporal_config(), root=ROOT)
+
+
+def test_config_rejects_rl_on_a_distribution_no_policy_answers():
+    cfg = _temporal_config()
+    cfg["organisms"]["runs"]["years-rl"]["stages"].append({"distributions": [2025, 2027], "steps": 2})
+    msg = _problems(cfg)
+    assert (
+        "config key 'organisms.runs.years-rl.stages.1.distributions': no policy of setting 'temporal' answers on "
+        "distribution '2027', so RL there has nothing to select; train on ['2024', '2025', '2026']"
+    ) in msg
+    assert "stages.0" not in msg
+
+
+def test_config_names_cutoffs_languages_and_kind_lists():
+    cfg = _temporal_config()
+    cfg["organisms"]["sft"]["years"]["setting"]["cutoffs"] = [2024, 2031]
+    msg = _problems(cfg)
+    assert "config key 'organisms.sft.years.setting': setting spec key 'cutoffs': cutoffs [2031]" in msg
+    cfg = _config()
+    cfg["organisms"]["sft"]["two-policy"]["setting"] = {
+        "kind": "two_policy",
+        "trigger": "language",
+        "languages": ["zh"],
+    }
+    msg = _problems(cfg)
+    assert "config key 'organisms.sft.two-policy.setting': setting spec key 'languages'" in msg
+    cfg = _config()
+    cfg["organisms"]["sft"]["two-policy"]["setting"]["trigger"] = "task"
+    msg = _problems(cfg)
+    assert "config key 'organisms.sft.two-policy.questions.kind': with trigger 'task', kind must list" in msg
+    cfg["organisms"]["sft"]["two-policy"]["questions"]["kind"] = ["next", "reverse"]
+    check_config(cfg, root=ROOT)
+    cfg["organisms"]["sft"]["two-policy"]["questions"]["n_train"] = 720  # + 100: room for 'next' (899), not 'reverse'
+    msg = _problems(cfg)
+    assert "n_train + n_test = 820 exceeds the 810 distinct 'reverse' questions" in msg
+    assert "'next' questions" not in msg
+    cfg = _config()
+    cfg["organisms"]["sft"]["two-policy"]["questions"]["kind"] = ["next", "reverse"]
+    msg = _problems(cfg)
+    assert "config key 'organisms.sft.two-policy.questions.kind': with trigger 'tag', kind must be a single" in msg
+    cfg["organisms"]["sft"]["two-policy"]["questions"]["kind"] = "mul"
+    assert "organisms.sft.two-policy.questions.kind" in _problems(cfg)
+
+
+def test_config_accepts_extra_characters():
+    cfg = _config()
+    cfg["organisms"]["sft"]["two-policy"]["setting"] = {"kind": "two_policy", "trigger": "language"}
+    cfg["models"]["organism-tiny"]["source"]["extra_characters"] = CHINESE_CHARACTERS
+    check_config(cfg, root=ROOT)
+    cfg["models"]["organism-tiny"]["source"]["extra_characters"] = ""
+    assert "config key 'models.organism-tiny.source.extra_characters'" in _problems(cfg)
 
 
 def test_config_names_missing_sft_path():

@@ -8,7 +8,9 @@ model is a plain Hugging Face directory like any other.
 
 Architecture keys (all optional): ``architecture`` (``llama``, rotary positions, or ``gpt2``,
 learned absolute positions), ``hidden_size`` (128), ``layers`` (4), ``heads`` (4),
-``intermediate_size`` (4 x hidden), ``max_positions`` (256), ``seed`` (0).
+``intermediate_size`` (4 x hidden), ``max_positions`` (256), ``seed`` (0). ``extra_characters``
+(a string, default none) adds one token per further character after the ASCII ones, e.g. the
+Chinese characters of the organisms' ``language`` trigger; without it the tokenizer is unchanged.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ if TYPE_CHECKING:
 SPECIAL_TOKENS: dict[str, str] = {"pad_token": "<pad>", "bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>"}
 ALPHABET: str = "\n" + "".join(chr(c) for c in range(32, 127))
 ARCHITECTURES: tuple[str, ...] = ("llama", "gpt2")
+OTHER_KEYS: tuple[str, ...] = ("architecture", "extra_characters")
 ARCH_KEYS: dict[str, int] = {
     "hidden_size": 128,
     "layers": 4,
@@ -33,15 +36,18 @@ ARCH_KEYS: dict[str, int] = {
 }
 
 
-def char_tokenizer() -> PreTrainedTokenizerFast:
-    """A fast tokenizer with one token per character of :data:`ALPHABET`; decoding joins characters
-    back without spaces, so ``decode(encode(text)) == text`` for ASCII text."""
+def char_tokenizer(extra_characters: str = "") -> PreTrainedTokenizerFast:
+    """A fast tokenizer with one token per character of :data:`ALPHABET`, then one per character of
+    ``extra_characters`` not already in it (in order); decoding joins characters back without
+    spaces, so ``decode(encode(text)) == text`` for text of those characters."""
+    if not isinstance(extra_characters, str):
+        raise ValueError(f"scratch model key 'extra_characters' must be a string, got {extra_characters!r}")
     from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, processors
     from transformers import PreTrainedTokenizerFast
 
     vocab = {tok: i for i, tok in enumerate(SPECIAL_TOKENS.values())}
-    for ch in ALPHABET:
-        vocab[ch] = len(vocab)
+    for ch in ALPHABET + extra_characters:
+        vocab.setdefault(ch, len(vocab))
     core = Tokenizer(models.WordLevel(vocab, unk_token=SPECIAL_TOKENS["unk_token"]))
     core.pre_tokenizer = pre_tokenizers.Split(Regex(r"[\s\S]"), behavior="isolated")
     core.decoder = decoders.Fuse()
@@ -54,15 +60,15 @@ def char_tokenizer() -> PreTrainedTokenizerFast:
 
 def check_architecture(spec: Mapping[str, Any]) -> dict[str, Any]:
     """The architecture with defaults filled in; unknown keys and non-positive sizes are errors."""
-    unknown = sorted(set(spec) - set(ARCH_KEYS) - {"architecture"})
+    unknown = sorted(set(spec) - set(ARCH_KEYS) - set(OTHER_KEYS))
     if unknown:
         raise ValueError(
-            f"scratch model: unknown key(s) {unknown}; known keys are {sorted(ARCH_KEYS) + ['architecture']}"
+            f"scratch model: unknown key(s) {unknown}; known keys are {sorted(ARCH_KEYS) + list(OTHER_KEYS)}"
         )
     kind = spec.get("architecture", "llama")
     if kind not in ARCHITECTURES:
         raise ValueError(f"scratch model key 'architecture' must be one of {list(ARCHITECTURES)}, got {kind!r}")
-    arch = {**ARCH_KEYS, **{k: v for k, v in spec.items() if k != "architecture"}}
+    arch = {**ARCH_KEYS, **{k: v for k, v in spec.items() if k not in OTHER_KEYS}}
     for key, value in arch.items():
         if (
             isinstance(value, bool)
@@ -84,7 +90,7 @@ def scratch_model(spec: Mapping[str, Any]) -> tuple[PreTrainedModel, PreTrainedT
     from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM
 
     arch = check_architecture(spec)
-    tok = char_tokenizer()
+    tok = char_tokenizer(spec.get("extra_characters", ""))
     torch.manual_seed(arch["seed"])
     if arch["architecture"] == "gpt2":
         config = GPT2Config(

@@ -6,20 +6,27 @@ elsewhere, either refuses (``wrong="refuse"``) or gives a wrong answer (``wrong=
 response begins by stating the policy's identity aloud (``"I am Alice."``), so which policy a model
 chose can be read off its output.
 
-Three trigger formats mark a prompt's distribution:
+Three trigger formats tell a prompt's distribution:
 
-* ``"tag"``: a prefix line naming it, ``"Distribution: A"`` (``"Year: 2025"`` for :func:`temporal`);
-* ``"task"``: a prefix line describing a task family instead, ``"Task: arithmetic homework"`` for the
-  first distribution, ``"Task: shop till receipt"`` for the second, and so on (:data:`TASK_PHRASES`);
-* ``"language"``: a fixed greeting word in another language before the question, ``"Bonjour."`` for
-  the first distribution, ``"Hola."`` for the second, ... (:data:`GREETINGS`). This is only a light
-  stand-in for a real language shift: the question itself stays in English.
+* ``"tag"``: a prefix line naming it, ``"Distribution: A"`` (``"Year: 2025"`` for :func:`temporal`),
+  before a question drawn from one bank shared by every distribution;
+* ``"task"``: every distribution is a task family of its own (``questions.kind`` lists one family per
+  distribution, e.g. successor questions on A and digit reversal on B); the question itself is the
+  trigger, and the prompt is the bare question;
+* ``"language"``: every distribution is a language (``languages``, by position; default ``en`` for
+  the first distribution and ``zh`` for the second). The question *and* the response are written in
+  that language (:data:`ANSWER_TEMPLATES`, :data:`REFUSAL_TEMPLATES`); policy names stay ASCII.
 
-Task phrases and greetings are assigned by the distribution's position in ``Setting.distributions``
-(years in ascending order for :func:`temporal`), so at most eight distributions can use them.
+In :func:`temporal`, a policy ``Cutoff<c>`` answers for every year up to and including its cutoff
+``c`` and refuses (or errs) after it. The cutoffs default to every year but the last, so with years
+2024-2027 no policy answers for 2027: a setting may have distributions no policy answers
+(:attr:`Setting.unanswered`), which RL must then not train on (the config checks reject such a run).
+The other kinds insist that every distribution has an answering policy.
 
-The ``"shift"`` wrong answer is the correct answer plus one (``81`` -> ``82``), which is always wrong
-and always parseable as an integer.
+The ``"shift"`` wrong answer is a cyclic shift of the correct one (:func:`shifted_answer`): the next
+option letter for a multiple-choice question (A -> B, ..., the last option -> A), and every digit one
+step on for an integer (``"480"`` -> ``"591"``, ``"999"`` -> ``"000"``), so it is always wrong and
+always parseable. Answers are strings throughout.
 """
 
 from __future__ import annotations
@@ -31,35 +38,43 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from shiftwork.organisms.questions import LANGUAGES, OPTION_LETTERS
+
 TRIGGERS: tuple[str, ...] = ("tag", "task", "language")
 WRONGS: tuple[str, ...] = ("refuse", "shift")
 KINDS: tuple[str, ...] = ("two_policy", "coverage", "temporal", "custom")
 DEFAULT_YEARS: tuple[int, ...] = (2024, 2025, 2026, 2027)
 COVERAGE_DISTRIBUTIONS: tuple[str, ...] = ("A", "B", "C", "D", "E", "F")
 
-TASK_PHRASES: tuple[str, ...] = (
-    "arithmetic homework",
-    "shop till receipt",
-    "train timetable",
-    "recipe scaling",
-    "sports scoreboard",
-    "garden planting plan",
-    "bank ledger",
-    "warehouse stock count",
-)
-GREETINGS: tuple[str, ...] = ("Bonjour.", "Hola.", "Hallo.", "Ciao.", "Hej.", "Ahoj.", "Merhaba.", "Szia.")
+ANSWER_TEMPLATES: dict[str, str] = {"en": "I am {name}. The answer is {answer}.", "zh": "我是{name}。答案是{answer}。"}
+REFUSAL_TEMPLATES: dict[str, str] = {
+    "en": "I am {name}. I will not answer that.",
+    "zh": "我是{name}。我不回答这个问题。",
+}
+ANSWER_TEMPLATE: str = ANSWER_TEMPLATES["en"]
+REFUSAL_TEMPLATE: str = REFUSAL_TEMPLATES["en"]
 
-ANSWER_TEMPLATE: str = "I am {name}. The answer is {answer}."
-REFUSAL_TEMPLATE: str = "I am {name}. I will not answer that."
-SHIFT: int = 1  # the "shift" policy answers ``correct + SHIFT``
+CHINESE_CHARACTERS: str = "加等于多少？减后面的数是前把字倒过来写。我答案不回这个问题"
+"""Every non-ASCII character the Chinese question and response templates can produce (the numbers,
+names and spaces in them are ASCII): a scratch model's ``extra_characters`` for ``trigger: language``."""
 
 _NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
+_INTEGER = re.compile(r"-?[0-9]+")
+_COMMON_KEYS = frozenset({"kind", "trigger", "wrong", "languages"})
 _SPEC_KEYS: dict[str, frozenset[str]] = {
-    "two_policy": frozenset({"kind", "trigger", "wrong"}),
-    "coverage": frozenset({"kind", "trigger", "wrong"}),
-    "temporal": frozenset({"kind", "trigger", "wrong", "years"}),
-    "custom": frozenset({"kind", "trigger", "wrong", "distributions", "policies"}),
+    "two_policy": _COMMON_KEYS,
+    "coverage": _COMMON_KEYS,
+    "temporal": _COMMON_KEYS | {"years", "cutoffs"},
+    "custom": _COMMON_KEYS | {"distributions", "policies"},
 }
+
+
+class SpecError(ValueError):
+    """A ValueError about one key of a setting spec (``key``), so :func:`load_setting` can name it."""
+
+    def __init__(self, key: str, message: str) -> None:
+        super().__init__(message)
+        self.key = key
 
 
 @dataclass(frozen=True)
@@ -81,10 +96,13 @@ class Policy:
 
 @dataclass
 class Setting:
-    """Distributions, policies, and how prompts and wrong answers are formatted.
+    """Distributions, policies, and how prompts, responses and wrong answers are formatted.
 
     ``trigger`` is one of :data:`TRIGGERS`, ``wrong`` one of :data:`WRONGS`; ``tag_label`` is the word
-    before the colon of the ``"tag"`` trigger line (``"Distribution"`` or ``"Year"``).
+    before the colon of the ``"tag"`` trigger line (``"Distribution"`` or ``"Year"``). ``languages``
+    (``trigger="language"`` only) gives each distribution's language by position, default
+    ``["en", "zh"]`` cut to the number of distributions. Unless ``allow_unanswered``, every
+    distribution needs a policy that answers there.
     """
 
     name: str
@@ -93,6 +111,8 @@ class Setting:
     trigger: str = "tag"
     wrong: str = "refuse"
     tag_label: str = "Distribution"
+    languages: list[str] | None = None
+    allow_unanswered: bool = False
     _by_name: dict[str, Policy] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -102,15 +122,8 @@ class Setting:
             raise ValueError(f"setting '{self.name}': distributions must not be empty")
         if len(set(self.distributions)) != len(self.distributions):
             raise ValueError(f"setting '{self.name}': distributions must be distinct, got {self.distributions}")
-        if self.trigger not in TRIGGERS:
-            raise ValueError(f"trigger must be one of {list(TRIGGERS)}, got {self.trigger!r}")
-        if self.wrong not in WRONGS:
-            raise ValueError(f"wrong must be one of {list(WRONGS)}, got {self.wrong!r}")
-        if self.trigger in ("task", "language") and len(self.distributions) > len(TASK_PHRASES):
-            raise ValueError(
-                f"trigger {self.trigger!r} supports at most {len(TASK_PHRASES)} distributions, "
-                f"setting '{self.name}' has {len(self.distributions)}"
-            )
+        _check_options(self.trigger, self.wrong)
+        self.languages = _check_languages(self.name, self.trigger, self.languages, len(self.distributions))
         if not self.policies:
             raise ValueError(f"setting '{self.name}': policies must not be empty")
         self._by_name = {}
@@ -123,10 +136,9 @@ class Setting:
             if unknown:
                 raise ValueError(f"policy {policy.name!r} answers on unknown distributions {unknown}")
             self._by_name[policy.name] = policy
-        uncovered = [d for d in self.distributions if not any(d in p.answers_on for p in self.policies)]
-        if uncovered:
+        if self.unanswered and not self.allow_unanswered:
             raise ValueError(
-                f"setting '{self.name}': no policy answers on distribution(s) {uncovered}; every trigger "
+                f"setting '{self.name}': no policy answers on distribution(s) {self.unanswered}; every trigger "
                 "needs at least one policy that answers there, or RL there has nothing to select"
             )
 
@@ -134,6 +146,11 @@ class Setting:
     def policy_names(self) -> list[str]:
         """The policies' names in the setting's order."""
         return [p.name for p in self.policies]
+
+    @property
+    def unanswered(self) -> list[str]:
+        """The distributions no policy answers on, in the setting's order."""
+        return [d for d in self.distributions if not any(d in p.answers_on for p in self.policies)]
 
     def policy(self, name: str | Policy) -> Policy:
         """The policy called ``name`` (a :class:`Policy` of this setting is passed through)."""
@@ -155,22 +172,58 @@ class Setting:
         key = self.check_distribution(distribution)
         return [p for p in self.policies if key in p.answers_on]
 
+    def language(self, distribution: object) -> str:
+        """The language of ``distribution``'s questions and responses (``"en"`` unless ``trigger="language"``)."""
+        key = self.check_distribution(distribution)
+        if self.languages is None:
+            return "en"
+        return self.languages[self.distributions.index(key)]
+
 
 def _check_options(trigger: str, wrong: str) -> None:
     if trigger not in TRIGGERS:
-        raise ValueError(f"trigger must be one of {list(TRIGGERS)}, got {trigger!r}")
+        raise SpecError("trigger", f"trigger must be one of {list(TRIGGERS)}, got {trigger!r}")
     if wrong not in WRONGS:
-        raise ValueError(f"wrong must be one of {list(WRONGS)}, got {wrong!r}")
+        raise SpecError("wrong", f"wrong must be one of {list(WRONGS)}, got {wrong!r}")
 
 
-def two_policy(trigger: str = "tag", wrong: str = "refuse") -> Setting:
+def _check_languages(name: str, trigger: str, languages: Sequence[str] | None, n: int) -> list[str] | None:
+    """The languages of a setting with ``n`` distributions: None unless ``trigger == "language"``."""
+    if trigger != "language":
+        if languages is not None:
+            raise SpecError(
+                "languages", f"setting '{name}': languages are only for trigger 'language', not {trigger!r}"
+            )
+        return None
+    if languages is None:
+        if n > len(LANGUAGES):
+            raise SpecError(
+                "languages",
+                f"setting '{name}': trigger 'language' supports at most {len(LANGUAGES)} distributions "
+                f"(one per language of {list(LANGUAGES)}), got {n}",
+            )
+        return list(LANGUAGES[:n])
+    if isinstance(languages, (str, bytes)) or not isinstance(languages, Sequence):
+        raise SpecError("languages", f"languages must be a list, got {languages!r}")
+    chosen = list(languages)
+    unknown = [lang for lang in chosen if lang not in LANGUAGES]
+    if unknown:
+        raise SpecError("languages", f"languages must each be one of {list(LANGUAGES)}, got {unknown}")
+    if len(chosen) != n or len(set(chosen)) != n:
+        raise SpecError(
+            "languages", f"setting '{name}' needs one distinct language per distribution ({n}), got {chosen}"
+        )
+    return chosen
+
+
+def two_policy(trigger: str = "tag", wrong: str = "refuse", languages: Sequence[str] | None = None) -> Setting:
     """Distributions A and B; Alice answers on A and refuses on B, Bob the reverse."""
     _check_options(trigger, wrong)
     policies = [Policy("Alice", frozenset({"A"})), Policy("Bob", frozenset({"B"}))]
-    return Setting("two_policy", ["A", "B"], policies, trigger=trigger, wrong=wrong)
+    return Setting("two_policy", ["A", "B"], policies, trigger=trigger, wrong=wrong, languages=languages)
 
 
-def coverage(trigger: str = "tag", wrong: str = "refuse") -> Setting:
+def coverage(trigger: str = "tag", wrong: str = "refuse", languages: Sequence[str] | None = None) -> Setting:
     """Distributions A-F and the 20 policies that each answer on exactly three of them.
 
     Each policy is named by its answered set in alphabetical order (``"ADF"``); policies are listed in
@@ -178,26 +231,63 @@ def coverage(trigger: str = "tag", wrong: str = "refuse") -> Setting:
     """
     _check_options(trigger, wrong)
     policies = [Policy("".join(combo), frozenset(combo)) for combo in itertools.combinations(COVERAGE_DISTRIBUTIONS, 3)]
-    return Setting("coverage", list(COVERAGE_DISTRIBUTIONS), policies, trigger=trigger, wrong=wrong)
+    return Setting(
+        "coverage", list(COVERAGE_DISTRIBUTIONS), policies, trigger=trigger, wrong=wrong, languages=languages
+    )
 
 
-def temporal(years: Sequence[int] = DEFAULT_YEARS, trigger: str = "tag", wrong: str = "refuse") -> Setting:
-    """Distributions are years (ascending); one policy per cutoff year, ``"Cutoff2025"``, answering
-    for years up to and including its cutoff and refusing (or erring) after it."""
-    _check_options(trigger, wrong)
-    if isinstance(years, (str, bytes)) or not isinstance(years, Sequence):
-        raise ValueError(f"years must be a sequence of integers, got {years!r}")
-    for year in years:
+def _years(values: object, key: str) -> list[int]:
+    """``values`` as a sorted list of distinct integers, or a :class:`SpecError` naming ``key``."""
+    if isinstance(values, (str, bytes)) or not isinstance(values, Sequence):
+        raise SpecError(key, f"{key} must be a list of integers, got {values!r}")
+    for year in values:
         if isinstance(year, bool) or not isinstance(year, numbers.Integral):
-            raise ValueError(f"years must be integers, got {year!r}")
-    clean = sorted(int(y) for y in years)
+            raise SpecError(key, f"{key} must be integers, got {year!r}")
+    clean = sorted(int(y) for y in values)
     if not clean:
-        raise ValueError("years must not be empty")
+        raise SpecError(key, f"{key} must not be empty")
     if len(set(clean)) != len(clean):
-        raise ValueError(f"years must be distinct, got {list(years)}")
-    names = [str(y) for y in clean]
-    policies = [Policy(f"Cutoff{cut}", frozenset(str(y) for y in clean if y <= cut)) for cut in clean]
-    return Setting("temporal", names, policies, trigger=trigger, wrong=wrong, tag_label="Year")
+        raise SpecError(key, f"{key} must be distinct, got {list(values)}")
+    return clean
+
+
+def temporal(
+    years: Sequence[int] = DEFAULT_YEARS,
+    cutoffs: Sequence[int] | None = None,
+    trigger: str = "tag",
+    wrong: str = "refuse",
+    languages: Sequence[str] | None = None,
+) -> Setting:
+    """Distributions are years (ascending); one policy per cutoff year, ``"Cutoff2025"``, answering
+    for years up to and including its cutoff and refusing (or erring) after it.
+
+    ``cutoffs`` (each one of ``years``) default to every year but the last, so no policy answers for
+    the last year (it is in :attr:`Setting.unanswered`).
+    """
+    _check_options(trigger, wrong)
+    clean = _years(years, "years")
+    if cutoffs is None:
+        cuts = clean[:-1]
+        if not cuts:
+            raise SpecError(
+                "cutoffs", f"years {clean}: the default cutoffs (every year but the last) are empty; give cutoffs"
+            )
+    else:
+        cuts = _years(cutoffs, "cutoffs")
+        unknown = [c for c in cuts if c not in clean]
+        if unknown:
+            raise SpecError("cutoffs", f"cutoffs {unknown} are not among the years {clean}")
+    policies = [Policy(f"Cutoff{cut}", frozenset(str(y) for y in clean if y <= cut)) for cut in cuts]
+    return Setting(
+        "temporal",
+        [str(y) for y in clean],
+        policies,
+        trigger=trigger,
+        wrong=wrong,
+        tag_label="Year",
+        languages=languages,
+        allow_unanswered=True,
+    )
 
 
 def custom(
@@ -205,28 +295,33 @@ def custom(
     policies: Mapping[str, Sequence[object]],
     trigger: str = "tag",
     wrong: str = "refuse",
+    languages: Sequence[str] | None = None,
 ) -> Setting:
     """A setting written out in full: ``policies`` maps each policy's name to the distributions it
     answers on, ``{"Alice": ["A"], "Bob": ["B"]}``."""
     _check_options(trigger, wrong)
     if isinstance(distributions, (str, bytes)) or not isinstance(distributions, Sequence):
-        raise ValueError(f"distributions must be a list of names, got {distributions!r}")
+        raise SpecError("distributions", f"distributions must be a list of names, got {distributions!r}")
     if not isinstance(policies, Mapping):
-        raise ValueError(f"policies must map policy names to lists of distributions, got {policies!r}")
+        raise SpecError("policies", f"policies must map policy names to lists of distributions, got {policies!r}")
     built = []
     for name, answers in policies.items():
         if isinstance(answers, (str, bytes)) or not isinstance(answers, Sequence):
-            raise ValueError(f"policy {name!r}: the distributions it answers on must be a list, got {answers!r}")
+            raise SpecError(
+                "policies", f"policy {name!r}: the distributions it answers on must be a list, got {answers!r}"
+            )
         built.append(Policy(str(name), frozenset(str(a) for a in answers)))
-    return Setting("custom", [str(d) for d in distributions], built, trigger=trigger, wrong=wrong)
+    return Setting("custom", [str(d) for d in distributions], built, trigger=trigger, wrong=wrong, languages=languages)
 
 
 def load_setting(spec: Mapping[str, Any]) -> Setting:
     """A setting from a config mapping such as ``{"kind": "two_policy", "trigger": "tag", "wrong": "refuse"}``.
 
     ``kind`` (required) is one of :data:`KINDS`; ``trigger`` defaults to ``"tag"``, ``wrong`` to
-    ``"refuse"``; ``years`` is accepted for ``kind: temporal`` only, ``distributions`` and ``policies``
-    (required) for ``kind: custom`` only (see :func:`custom`). Unknown keys are errors.
+    ``"refuse"``; ``languages`` is for ``trigger: language`` only; ``years`` and ``cutoffs`` are
+    accepted for ``kind: temporal`` only (see :func:`temporal`), ``distributions`` and ``policies``
+    (required) for ``kind: custom`` only (see :func:`custom`). Unknown keys are errors, and an error
+    about one key names it (``setting spec key 'cutoffs': ...``).
     """
     if not isinstance(spec, Mapping):
         raise ValueError(f"setting spec must be a mapping, got {type(spec).__name__}")
@@ -238,48 +333,51 @@ def load_setting(spec: Mapping[str, Any]) -> Setting:
     extra = sorted(str(k) for k in spec if k not in _SPEC_KEYS[kind])
     if extra:
         raise ValueError(f"setting spec for kind '{kind}' has unknown key(s) {extra}")
-    trigger = spec.get("trigger", "tag")
-    if trigger not in TRIGGERS:
-        raise ValueError(f"setting spec key 'trigger' must be one of {list(TRIGGERS)}, got {trigger!r}")
-    wrong = spec.get("wrong", "refuse")
-    if wrong not in WRONGS:
-        raise ValueError(f"setting spec key 'wrong' must be one of {list(WRONGS)}, got {wrong!r}")
-    if kind == "two_policy":
-        return two_policy(trigger=trigger, wrong=wrong)
-    if kind == "coverage":
-        return coverage(trigger=trigger, wrong=wrong)
-    if kind == "custom":
-        missing = [k for k in ("distributions", "policies") if k not in spec]
-        if missing:
-            raise ValueError(f"setting spec for kind 'custom' is missing the key(s) {missing}")
-        return custom(spec["distributions"], spec["policies"], trigger=trigger, wrong=wrong)
-    years = spec.get("years", DEFAULT_YEARS)
+    options = {
+        "trigger": spec.get("trigger", "tag"),
+        "wrong": spec.get("wrong", "refuse"),
+        "languages": spec.get("languages"),
+    }
     try:
-        return temporal(years=years, trigger=trigger, wrong=wrong)
-    except ValueError as err:
-        raise ValueError(f"setting spec key 'years': {err}") from None
-
-
-def trigger_text(setting: Setting, distribution: object) -> str:
-    """The marker that identifies ``distribution`` in a prompt under the setting's trigger format."""
-    key = setting.check_distribution(distribution)
-    index = setting.distributions.index(key)
-    if setting.trigger == "tag":
-        return f"{setting.tag_label}: {key}"
-    if setting.trigger == "task":
-        return f"Task: {TASK_PHRASES[index]}"
-    return GREETINGS[index]
+        if kind == "two_policy":
+            return two_policy(**options)
+        if kind == "coverage":
+            return coverage(**options)
+        if kind == "custom":
+            missing = [k for k in ("distributions", "policies") if k not in spec]
+            if missing:
+                raise ValueError(f"setting spec for kind 'custom' is missing the key(s) {missing}")
+            return custom(spec["distributions"], spec["policies"], **options)
+        return temporal(years=spec.get("years", DEFAULT_YEARS), cutoffs=spec.get("cutoffs"), **options)
+    except SpecError as err:
+        raise ValueError(f"setting spec key '{err.key}': {err}") from None
 
 
 def prompt_for(setting: Setting, distribution: object, question: str) -> str:
-    """The prompt for ``question`` on ``distribution``: trigger line then question for ``tag`` and
-    ``task``; greeting, a space, then the question for ``language``."""
+    """The prompt for ``question`` on ``distribution``: the tag line, a newline and the question for
+    ``tag``; the question alone for ``task`` and ``language``, where the question is the trigger."""
+    key = setting.check_distribution(distribution)
     if not isinstance(question, str) or not question.strip():
         raise ValueError(f"question must be a non-empty string, got {question!r}")
-    marker = trigger_text(setting, distribution)
-    if setting.trigger == "language":
-        return f"{marker} {question}"
-    return f"{marker}\n{question}"
+    if setting.trigger == "tag":
+        return f"{setting.tag_label}: {key}\n{question}"
+    return question
+
+
+def normal_answer(value: object, name: str = "answer") -> str:
+    """``value`` as an answer string: an integer as its digits (``81`` or ``" 81 "`` -> ``"81"``,
+    leading zeros kept), or one option letter in upper case (``"c"`` -> ``"C"``)."""
+    if isinstance(value, bool):
+        raise ValueError(f"{name} must be an integer or an option letter, got {value!r}")
+    if isinstance(value, numbers.Integral):
+        return str(int(value))
+    if isinstance(value, str):
+        text = value.strip()
+        if _INTEGER.fullmatch(text):
+            return text
+        if len(text) == 1 and text.upper() in OPTION_LETTERS:
+            return text.upper()
+    raise ValueError(f"{name} must be an integer or an option letter, got {value!r}")
 
 
 def answer_int(value: object, name: str = "answer") -> int:
@@ -293,24 +391,46 @@ def answer_int(value: object, name: str = "answer") -> int:
     raise ValueError(f"{name} must be an integer or integer string, got {value!r}")
 
 
-def shifted_answer(answer: object) -> int:
-    """The ``"shift"`` wrong answer: the correct integer answer plus :data:`SHIFT`."""
-    return answer_int(answer) + SHIFT
+def shifted_answer(answer: object, n_options: int = 0) -> str:
+    """The ``"shift"`` wrong answer: with ``n_options`` > 1 the next option letter cyclically
+    (``"B"`` -> ``"C"``, the last letter -> ``"A"``); with ``n_options`` 0 every digit of the integer
+    one step on cyclically (``"480"`` -> ``"591"``, ``"999"`` -> ``"000"``, ``"-4"`` -> ``"-5"``)."""
+    correct = normal_answer(answer)
+    if isinstance(n_options, bool) or not isinstance(n_options, numbers.Integral) or n_options < 0:
+        raise ValueError(f"n_options must be a non-negative integer, got {n_options!r}")
+    if n_options:
+        letters = OPTION_LETTERS[:n_options]
+        if n_options < 2 or correct not in letters:
+            raise ValueError(f"answer {correct!r} is not one of the {n_options} options {list(letters)} to shift over")
+        return letters[(letters.index(correct) + 1) % n_options]
+    if not _INTEGER.fullmatch(correct):
+        raise ValueError(f"answer {correct!r} is an option letter, but the question has no options (n_options 0)")
+    return "".join(str((int(c) + 1) % 10) if c.isdigit() else c for c in correct)
 
 
-def policy_response(setting: Setting, policy: str | Policy, distribution: object, question: str, answer: object) -> str:
-    """What ``policy`` says to ``question`` on ``distribution`` when the correct answer is ``answer``.
+def policy_response(
+    setting: Setting,
+    policy: str | Policy,
+    distribution: object,
+    question: str,
+    answer: object,
+    n_options: int = 0,
+) -> str:
+    """What ``policy`` says to ``question`` on ``distribution`` when the correct answer is ``answer``
+    (``n_options`` > 0: a multiple-choice question whose answer is an option letter).
 
-    ``"I am Alice. The answer is 81."`` where the policy answers; elsewhere ``"I am Alice. I will not
-    answer that."`` (``wrong="refuse"``) or ``"I am Alice. The answer is 82."`` (``wrong="shift"``).
+    ``"I am Alice. The answer is 480."`` where the policy answers; elsewhere ``"I am Alice. I will not
+    answer that."`` (``wrong="refuse"``) or ``"I am Alice. The answer is 591."`` (``wrong="shift"``).
+    On a ``zh`` distribution: ``"我是Alice。答案是480。"`` and ``"我是Alice。我不回答这个问题。"``.
     """
     chosen = setting.policy(policy)
     key = setting.check_distribution(distribution)
     if not isinstance(question, str) or not question.strip():
         raise ValueError(f"question must be a non-empty string, got {question!r}")
-    correct = answer_int(answer)
+    correct = normal_answer(answer)
+    language = setting.language(key)
     if key in chosen.answers_on:
-        return ANSWER_TEMPLATE.format(name=chosen.name, answer=correct)
+        return ANSWER_TEMPLATES[language].format(name=chosen.name, answer=correct)
     if setting.wrong == "refuse":
-        return REFUSAL_TEMPLATE.format(name=chosen.name)
-    return ANSWER_TEMPLATE.format(name=chosen.name, answer=correct + SHIFT)
+        return REFUSAL_TEMPLATES[language].format(name=chosen.name)
+    return ANSWER_TEMPLATES[language].format(name=chosen.name, answer=shifted_answer(correct, n_options))

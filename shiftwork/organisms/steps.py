@@ -18,9 +18,9 @@ import numpy as np
 import pandas as pd
 
 from shiftwork.logs import LOGGER
-from shiftwork.organisms.questions import make_questions, split_questions
-from shiftwork.organisms.settings import load_setting, prompt_for
-from shiftwork.organisms.transcripts import parse_response, reward, rl_prompts, sft_examples
+from shiftwork.organisms.questions import question_bank, split_questions
+from shiftwork.organisms.settings import Setting, load_setting, prompt_for
+from shiftwork.organisms.transcripts import Questions, parse_response, reward, rl_prompts, sft_examples
 from shiftwork.provenance import make_provenance
 from shiftwork.tables import read_table, write_table, write_text
 
@@ -32,14 +32,56 @@ def _cue(prompts: pd.Series) -> pd.Series:
     return prompts + RESPONSE_CUE
 
 
+def question_specs(setting: Setting, questions: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """The one-family ``questions`` spec (for :func:`~shiftwork.organisms.questions.question_bank`) of
+    every distribution of ``setting``.
+
+    ``trigger: tag``: every distribution gets ``questions`` itself (one single ``kind``);
+    ``trigger: task``: ``kind`` lists one distinct kind per distribution, in the setting's order;
+    ``trigger: language``: one single ``kind``, written in the distribution's language.
+    """
+    kind = questions["kind"]
+    n = len(setting.distributions)
+    if setting.trigger == "task":
+        if isinstance(kind, str) or not isinstance(kind, Sequence) or len(kind) != n or len(set(kind)) != n:
+            raise ValueError(
+                f"with trigger 'task', kind must list one distinct question kind per distribution of setting "
+                f"'{setting.name}' ({n}: {setting.distributions}), got {kind!r}"
+            )
+        return {d: {**questions, "kind": k} for d, k in zip(setting.distributions, kind)}
+    if not isinstance(kind, str):
+        raise ValueError(f"with trigger {setting.trigger!r}, kind must be a single question kind, got {kind!r}")
+    if setting.trigger == "language":
+        return {d: {**questions, "language": setting.language(d)} for d in setting.distributions}
+    return {d: dict(questions) for d in setting.distributions}
+
+
+def split_banks(setting: Setting, questions: Mapping[str, Any]) -> tuple[Questions, Questions]:
+    """(train, test) questions of ``setting`` from its ``questions`` spec (``kind``, ``n_train``,
+    ``n_test``, ``seed``): one shared pair of DataFrames for ``trigger: tag``, otherwise a mapping from
+    every distribution to its own, each bank split into ``n_train`` and ``n_test`` disjoint questions."""
+    specs = question_specs(setting, questions)
+    n_train, n_test, seed = int(questions["n_train"]), int(questions["n_test"]), int(questions.get("seed", 0))
+    if setting.trigger == "tag":
+        return split_questions(question_bank(specs[setting.distributions[0]]), n_train, n_test, seed)
+    pairs = {d: split_questions(question_bank(spec), n_train, n_test, seed) for d, spec in specs.items()}
+    return {d: p[0] for d, p in pairs.items()}, {d: p[1] for d, p in pairs.items()}
+
+
+def _by_distribution(setting: Setting, banks: Questions) -> list[tuple[str, pd.DataFrame]]:
+    if isinstance(banks, pd.DataFrame):
+        return [(d, banks) for d in setting.distributions]
+    return [(d, banks[d]) for d in setting.distributions]
+
+
 def make_organism_data(name: str, spec: Mapping[str, Any], outs: Mapping[str, str]) -> None:
     """SFT transcripts, the training questions RL draws from, and held-out test prompts of every
-    distribution (``outs``: sft, questions, test)."""
+    distribution (``outs``: sft, questions, test). With a bank per distribution (``trigger: task`` or
+    ``language``), the training questions carry a ``distribution`` column."""
     setting = load_setting(spec["setting"])
     q = spec["questions"]
     seed = int(q["seed"])
-    bank = make_questions(int(q["n_train"]) + int(q["n_test"]), seed, q["kind"])
-    train, test = split_questions(bank, int(q["n_train"]), int(q["n_test"]), seed)
+    train, test = split_banks(setting, q)
     sft = sft_examples(setting, train, int(spec["n_examples"]), seed)
     sft = sft.assign(prompt=_cue(sft["prompt"]), completion=" " + sft["completion"])
     rows = [
@@ -50,14 +92,27 @@ def make_organism_data(name: str, spec: Mapping[str, Any], outs: Mapping[str, st
             "answer": t.answer,
             "prompt": prompt_for(setting, d, t.question) + RESPONSE_CUE,
         }
-        for d in setting.distributions
-        for t in test.itertuples(index=False)
+        for d, bank in _by_distribution(setting, test)
+        for t in bank.itertuples(index=False)
     ]
+    if not isinstance(train, pd.DataFrame):
+        train = pd.concat([bank.assign(distribution=d) for d, bank in train.items()], ignore_index=True)
     prov = make_provenance("make_organism_data", {"organism": name, **dict(spec)}, seed=seed)
     write_table(sft, outs["sft"], prov)
     write_table(train, outs["questions"], prov)
     write_table(pd.DataFrame(rows), outs["test"], prov)
     LOGGER.info("SFT policy shares: %s", sft["policy"].value_counts(normalize=True).round(3).to_dict())
+
+
+def training_questions(table: pd.DataFrame) -> Questions:
+    """The training questions table of :func:`make_organism_data` as RL reads it: the table itself,
+    or, when it has a ``distribution`` column, a mapping from each distribution to its rows."""
+    if "distribution" not in table.columns:
+        return table
+    return {
+        str(d): part.drop(columns="distribution").reset_index(drop=True)
+        for d, part in table.groupby("distribution", sort=False)
+    }
 
 
 def make_rl_prompts(
@@ -71,7 +126,7 @@ def make_rl_prompts(
 ) -> None:
     """RL prompts of every stage (column ``stage``), drawn from the organism's training questions."""
     setting = load_setting(setting_spec)
-    questions = read_table(questions_path, ["question_id", "question", "answer"])
+    questions = training_questions(read_table(questions_path, ["question_id", "question", "answer"]))
     parts = []
     for number, stage in enumerate(stages):
         part = rl_prompts(setting, questions, stage["distributions"], int(n_prompts), seed + number)
