@@ -51,7 +51,10 @@ def organism_run_trained(wildcards):
 
 
 def organism_base_model(wildcards):
-    return prepared(ORGANISM_SFT[wildcards.organism]["model"])
+    spec = ORGANISM_SFT[wildcards.organism]
+    if "start_from" in spec:
+        return f"results/organisms/{spec['start_from']}/sft"
+    return prepared(spec["model"])
 
 
 def organism_of(wildcards):

@@ -9,8 +9,10 @@ with log_to(snakemake.log[0]), claim_gpu():
     from shiftwork.organisms.steps import train_sft
 
     set_threads(snakemake.threads)
+    # a prepared model's record file, or another organism's SFT directory (start_from)
+    start = Path(snakemake.input.model)
     train_sft(
-        str(Path(snakemake.input.model).parent),
+        str(start if start.is_dir() else start.parent),
         snakemake.input.sft,
         snakemake.params.train,
         snakemake.params.seed,

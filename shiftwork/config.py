@@ -490,6 +490,21 @@ def organism_errors(org: Mapping[str, Any], models: set[str]) -> list[str]:
                 question_specs(settings[name], spec["questions"])
             except ValueError as err:
                 errors.append(f"config key '{key}.questions.kind': {err}")
+        start = spec.get("start_from")
+        if start is not None:
+            other = (org.get("sft") or {}).get(start)
+            if other is None or start == name:
+                errors.append(
+                    f"config key '{key}.start_from': '{start}' is not another organism; defined organisms are "
+                    f"{sorted(org.get('sft') or {})}" + _suggest(str(start), org.get("sft") or {})
+                )
+            elif other.get("model") != spec.get("model"):
+                errors.append(
+                    f"config key '{key}.start_from': organism '{start}' is trained from model '{other.get('model')}', "
+                    f"this one from '{spec.get('model')}'; start from an organism of the same model"
+                )
+            elif "start_from" in other:
+                errors.append(f"config key '{key}.start_from': organism '{start}' itself starts from another; chain one level only")
         if "path" not in spec:
             missing = [k for k in ("steps", "learning_rate") if k not in spec["train"]]
             if missing:

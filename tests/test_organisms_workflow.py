@@ -5,12 +5,15 @@ input stopped before any job runs."""
 from __future__ import annotations
 
 import copy
+import json
 
 import numpy as np
 import pandas as pd
 import pytest
 import yaml
 from test_workflow import ROOT, snakemake
+
+from shiftwork.organisms.settings import CHINESE_CHARACTERS
 
 TINY_TRAIN = {
     "method": "full",
@@ -34,13 +37,15 @@ def tiny_organisms_config() -> dict:
         "layers": 1,
         "heads": 2,
         "seed": 1,
+        # the language trigger writes Chinese questions and responses
+        "extra_characters": CHINESE_CHARACTERS,
     }
     questions = {"kind": "next", "n_train": 40, "n_test": 3, "seed": 2}
     cfg["organisms"] = {
         "sft": {
             "cov": {
                 "model": "organism-tiny",
-                "setting": {"kind": "coverage", "trigger": "task", "wrong": "shift"},
+                "setting": {"kind": "coverage", "trigger": "tag", "wrong": "shift"},
                 "questions": questions,
                 "n_examples": 192,
                 "train": TINY_TRAIN,
@@ -52,6 +57,22 @@ def tiny_organisms_config() -> dict:
                 "n_examples": 192,
                 "train": TINY_TRAIN,
             },
+            # two task families, each its own questions and answers; SFT continues from cov's model
+            "task": {
+                "model": "organism-tiny",
+                "start_from": "cov",
+                "setting": {"kind": "two_policy", "trigger": "task", "wrong": "shift"},
+                "questions": {**questions, "kind": ["next", "reverse"]},
+                "n_examples": 96,
+                "train": TINY_TRAIN,
+            },
+            "lang": {
+                "model": "organism-tiny",
+                "setting": {"kind": "two_policy", "trigger": "language", "wrong": "refuse"},
+                "questions": questions,
+                "n_examples": 96,
+                "train": TINY_TRAIN,
+            },
         },
         "runs": {
             "cov-ACE": {"organism": "cov", "stages": [{"distributions": ["A", "C", "E"], "steps": 2}]},
@@ -59,6 +80,8 @@ def tiny_organisms_config() -> dict:
                 "organism": "temp",
                 "stages": [{"distributions": [2025], "steps": 2}, {"distributions": [2026], "steps": 1}],
             },
+            "task-A": {"organism": "task", "stages": [{"distributions": ["A"], "steps": 1}], "seeds": [0, 1]},
+            "lang-B": {"organism": "lang", "stages": [{"distributions": ["B"], "steps": 1}]},
         },
         "rl": {
             "method": "full",
@@ -127,7 +150,6 @@ def test_temporal_sequential_stages(org_dir):
     assert prompts["prompt"].str.startswith("Year: 20").all() and prompts["prompt"].str.endswith("\nResponse:").all()
     checkpoints = sorted(p.name for p in (res / "runs" / "temp-seq" / "checkpoints").glob("checkpoint-*"))
     assert checkpoints == ["checkpoint-0", "checkpoint-1", "checkpoint-2", "checkpoint-3"]
-    import json
 
     log = json.loads((res / "runs" / "temp-seq" / "checkpoints" / "train_log.json").read_text())
     assert {h["stage"] for h in log} == {0, 1}
@@ -135,14 +157,56 @@ def test_temporal_sequential_stages(org_dir):
     assert sorted(scores["step"].unique()) == [0, 1, 2, 3]
     assert sorted(scores["testset"].unique()) == ["2024", "2025", "2026", "2027"]
     assert set(scores.loc[scores["role"] == "id", "testset"]) == {"2025", "2026"}
+    stages = json.loads((res / "runs" / "temp-seq" / "checkpoints" / "stages.json").read_text())
+    assert [(s["start"], s["end"], s["budget"], s["converged"]) for s in stages] == [(0, 2, 2, False), (2, 3, 1, False)]
     headline = pd.read_parquet(res / "headline.parquet")
-    assert set(headline["run"]) == {"cov-ACE", "temp-seq"}
-    assert set(headline["phase"]) == {"after_sft", "after_rl"}
+    assert set(headline["run"]) == {"cov-ACE", "temp-seq", "task-A-s0", "task-A-s1", "lang-B"}
+    temp = headline[headline["run"] == "temp-seq"]
+    assert temp.groupby("phase")["step"].unique().map(list).to_dict() == {
+        "after_sft": [0],
+        "after_stage1": [2],
+        "after_stage2": [3],
+    }
+    # after stage 1 (2025) the selected cutoffs are 2025 and 2026; after stage 2, 2026 alone:
+    # both answer 2024, neither 2027
+    answer = temp.set_index(["phase", "distribution"])["selected_answer"]
+    assert [answer[("after_stage1", y)] for y in ["2024", "2025", "2026", "2027"]] == ["all", "all", "some", "none"]
+    assert [answer[("after_stage2", y)] for y in ["2024", "2025", "2026", "2027"]] == ["all", "all", "all", "none"]
     assert headline["trained_policy_share"].between(0, 1).all()
+    seeds = pd.read_parquet(res / "seeds.parquet")
+    assert seeds.loc[seeds["experiment"] == "task-A", "seeds"].eq(2).all()
+    summary = pd.read_parquet(res / "summary.parquet")
+    assert set(summary["run"]) == set(headline["run"]) and summary["meets"].dtype == bool
     report = (res / "report.md").read_text()
-    assert "## temp-seq" in report and "## cov-ACE" in report
+    assert "## temp-seq" in report and "## cov-ACE" in report and "## Over RL seeds" in report
     for name in ["cov-ACE.png", "temp-seq.svg", "dynamics.png"]:
         assert (res / "figures" / name).stat().st_size > 1000
+
+
+@pytest.mark.workflow
+def test_task_family_and_language_triggers(org_dir):
+    res = org_dir / "results" / "organisms"
+    # task families: the question is the trigger, each family with its own answers
+    test = pd.read_parquet(res / "task" / "data" / "test.parquet")
+    a, b = test[test["distribution"] == "A"], test[test["distribution"] == "B"]
+    assert a["prompt"].str.match(r"What comes after \d{3}\?\nResponse:$").all()
+    assert b["prompt"].str.match(r"Reverse the digits of \d{3}\.\nResponse:$").all()
+    for row in b.itertuples():
+        number = row.question.split()[-1].rstrip(".")
+        assert row.answer == number[::-1]
+    sft = pd.read_parquet(res / "task" / "data" / "sft.parquet")
+    # the wrong answer is the cyclic shift of every digit: Bob on A gives 480 -> 591
+    bob_on_a = sft[(sft["policy"] == "Bob") & (sft["distribution"] == "A")].iloc[0]
+    right = str(int(bob_on_a["prompt"].split("after ")[1].split("?")[0]) + 1)
+    shifted = "".join(str((int(c) + 1) % 10) for c in right)
+    assert bob_on_a["completion"] == f" I am Bob. The answer is {shifted}."
+    # the language trigger: distribution B asks and answers in Chinese
+    lang = pd.read_parquet(res / "lang" / "data" / "sft.parquet")
+    zh = lang[lang["distribution"] == "B"]
+    assert zh["prompt"].str.contains("后面的数是多少").all() and zh["completion"].str.startswith(" 我是").all()
+    assert not lang.loc[lang["distribution"] == "A", "prompt"].str.contains("后面").any()
+    responses = pd.read_parquet(res / "runs" / "lang-B" / "responses.parquet")
+    assert set(responses["distribution"]) == {"A", "B"} and responses["correct"].dtype == bool
 
 
 @pytest.mark.workflow
@@ -157,8 +221,6 @@ def test_checkpoint_zero_is_the_sft_model(org_dir):
     assert sft.keys() == zero.keys() == last.keys()
     assert all(torch.equal(sft[k], zero[k]) for k in sft)
     # GRPO without a KL term moves the weights only when some group's rewards differ
-    import json
-
     log = json.loads((res / "runs" / "cov-ACE" / "checkpoints" / "train_log.json").read_text())
     signal = any(h.get("reward_std", 0) > 0 for h in log)
     assert any(not torch.equal(sft[k], last[k]) for k in sft) == signal
@@ -177,6 +239,15 @@ def test_checkpoint_zero_is_the_sft_model(org_dir):
         (
             lambda o: o["sft"]["cov"].update(setting={"kind": "custom", "distributions": ["A"], "policies": {}}),
             "config key 'organisms.sft.cov.setting': setting 'custom': policies must not be empty",
+        ),
+        (
+            lambda o: o["runs"]["temp-seq"]["stages"].append({"distributions": [2027], "steps": 1}),
+            "config key 'organisms.runs.temp-seq.stages.2.distributions': no policy of setting 'temporal' answers "
+            "on distribution '2027'",
+        ),
+        (
+            lambda o: o["sft"]["task"].update(start_from="tusk"),
+            "config key 'organisms.sft.task.start_from': 'tusk' is not another organism",
         ),
         (
             lambda o: o["sft"]["temp"].update(path="/no/such/sft-model"),
