@@ -285,11 +285,15 @@ def test_paper_task_organism_reads_arc_easy_and_race_middle(root):
     assert cfg["models"]["gemma-3-27b"]["source"]["id"] == "google/gemma-3-27b-pt"
     for kind in ("two-policy", "coverage", "temporal"):
         small, large = sft[f"gemma-3-1b-{kind}"], sft[f"gemma-3-27b-{kind}"]
-        assert {**small, "model": "gemma-3-27b"} == large
+        # the same organism, trained in bfloat16 with activation checkpointing to fit one 80 GB GPU
+        bf16 = {"dtype": "bfloat16", "gradient_checkpointing": True}
+        assert {**small, "model": "gemma-3-27b", "train": {**small["train"], **bf16}} == large
+        assert (small["train"]["dtype"], small["train"]["gradient_checkpointing"]) == ("float32", False)
     runs = cfg["organisms"]["runs"]
     for run, spec_ in runs.items():
         if spec_["organism"].startswith("gemma-3-1b-"):
-            assert runs[run.replace("gemma-3-1b-", "gemma-3-27b-")]["stages"] == spec_["stages"]
+            large = runs[run.replace("gemma-3-1b-", "gemma-3-27b-")]
+            assert large["stages"] == spec_["stages"] and large["train"] == bf16
 
 
 def test_resources_by_model_size(root):
