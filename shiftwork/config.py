@@ -504,7 +504,9 @@ def organism_errors(org: Mapping[str, Any], models: set[str]) -> list[str]:
                     f"this one from '{spec.get('model')}'; start from an organism of the same model"
                 )
             elif "start_from" in other:
-                errors.append(f"config key '{key}.start_from': organism '{start}' itself starts from another; chain one level only")
+                errors.append(
+                    f"config key '{key}.start_from': organism '{start}' itself starts from another; chain one level only"
+                )
         if "path" not in spec:
             missing = [k for k in ("steps", "learning_rate") if k not in spec["train"]]
             if missing:

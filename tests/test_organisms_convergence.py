@@ -71,7 +71,16 @@ def _scores_and_identities(run, cells):
     """cells: {(step, distribution): (accuracy, {identity: share})}."""
     scores = pd.DataFrame(
         [
-            {"model": "m", "run": run, "step": s, "testset": d, "accuracy": a, "refusal_rate": 1 - a, "n": 4, "role": "x"}
+            {
+                "model": "m",
+                "run": run,
+                "step": s,
+                "testset": d,
+                "accuracy": a,
+                "refusal_rate": 1 - a,
+                "n": 4,
+                "role": "x",
+            }
             for (s, d), (a, _) in cells.items()
         ]
     )
@@ -125,8 +134,11 @@ def test_headline_per_stage_and_summary_by_hand():
 
 def test_two_stages_move_the_selected_set():
     # temporal, years 2024-2026 with cutoffs 2024, 2025, 2026 as three policies
-    spec = {"kind": "custom", "distributions": ["2024", "2025", "2026"],
-            "policies": {"C24": ["2024"], "C25": ["2024", "2025"], "C26": ["2024", "2025", "2026"]}}
+    spec = {
+        "kind": "custom",
+        "distributions": ["2024", "2025", "2026"],
+        "policies": {"C24": ["2024"], "C25": ["2024", "2025"], "C26": ["2024", "2025", "2026"]},
+    }
     cells = {}
     for d in ["2024", "2025", "2026"]:
         cells[(0, d)] = (0.5, {"C24": 1 / 3, "C25": 1 / 3, "C26": 1 / 3})
@@ -186,3 +198,14 @@ def test_over_seeds_mean_and_range_by_hand():
     shown = seeds_table(over_seeds(table, runs)).iloc[0]
     assert shown["accuracy"] == "0.030 [0.000, 0.060]" and shown["steps"] == "40-60"
     assert shown["share naming a selected policy"] == "0.970 [0.940, 1.000]"
+
+
+def test_selected_answer_of_the_temporal_cutoffs():
+    setting = load_setting({"kind": "temporal", "years": [2024, 2025, 2026, 2027]})
+    assert setting.policy_names == ["Cutoff2024", "Cutoff2025", "Cutoff2026"]
+    # RL on 2025 selects Cutoff2025 and Cutoff2026: both answer 2024, one of them 2026, none 2027
+    by_year = {y: selected_answer(setting, ["2025"], y) for y in ["2024", "2025", "2026", "2027"]}
+    assert by_year == {"2024": "all", "2025": "all", "2026": "some", "2027": "none"}
+    # after 2026 as well, Cutoff2026 alone
+    by_year = {y: selected_answer(setting, ["2025", "2026"], y) for y in ["2024", "2025", "2026", "2027"]}
+    assert by_year == {"2024": "all", "2025": "all", "2026": "all", "2027": "none"}

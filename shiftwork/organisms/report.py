@@ -151,7 +151,9 @@ def headline_table(
             if rows.empty:
                 raise ValueError(f"run '{run}' has no evaluated checkpoint at step {phase['step']} ({phase['phase']})")
             trained = phase["trained"]
-            rows = rows.merge(trained_policy_share(idt, trained_policies(setting, trained)), on=["step", "distribution"], how="left")
+            rows = rows.merge(
+                trained_policy_share(idt, trained_policies(setting, trained)), on=["step", "distribution"], how="left"
+            )
             rows = rows.merge(_top_identity(idt), on=["step", "distribution"], how="left")
             rows["phase"] = phase["phase"]
             rows["role"] = ["id" if str(d) in trained else "ood" for d in rows["distribution"]]
@@ -160,7 +162,9 @@ def headline_table(
     table = pd.concat(parts, ignore_index=True)
     table["distribution"] = table["distribution"].astype(str)
     table["trained_policy_share"] = table["trained_policy_share"].fillna(0.0)
-    return table[list(HEADLINE_COLUMNS)].sort_values(["run", "step", "distribution"], kind="stable").reset_index(drop=True)
+    return (
+        table[list(HEADLINE_COLUMNS)].sort_values(["run", "step", "distribution"], kind="stable").reset_index(drop=True)
+    )
 
 
 def run_summary(table: pd.DataFrame, criteria: Mapping[str, float]) -> pd.DataFrame:
@@ -233,7 +237,9 @@ def seeds_table(seeds: pd.DataFrame) -> pd.DataFrame:
             "role": seeds["role"],
             "selected policies answer": seeds["selected_answer"],
             "seeds": seeds["seeds"],
-            "accuracy": [_spread(*v) for v in zip(seeds["accuracy_mean"], seeds["accuracy_min"], seeds["accuracy_max"])],
+            "accuracy": [
+                _spread(*v) for v in zip(seeds["accuracy_mean"], seeds["accuracy_min"], seeds["accuracy_max"])
+            ],
             "share naming a selected policy": [
                 _spread(*v) for v in zip(seeds["share_mean"], seeds["share_min"], seeds["share_max"])
             ],

@@ -212,13 +212,24 @@ def rl(
         class StopAtConvergence(TrainerCallback):
             """Stops the stage once ``until`` holds on its per-step mean rewards, saving that step."""
 
-            def on_log(self, args, state, control, logs=None, model=None, _offset=offset, **kwargs):
-                if until is None or "reward" not in (logs or {}) or stopped:
+            def on_log(
+                self,
+                args,
+                state,
+                control,
+                logs=None,
+                model=None,
+                _offset=offset,
+                _rewards=rewards,
+                _stopped=stopped,
+                **kwargs,
+            ):
+                if until is None or "reward" not in (logs or {}) or _stopped:
                     return
-                rewards.append(float(logs["reward"]))
-                if until.met(rewards):
+                _rewards.append(float(logs["reward"]))
+                if until.met(_rewards):
                     step = _offset + state.global_step
-                    stopped.append(step)
+                    _stopped.append(step)
                     if not saved or saved[-1] != step:
                         save(model, step)
                     control.should_training_stop = True
