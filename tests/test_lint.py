@@ -69,9 +69,8 @@ def test_dry_runs(args):
 def test_smollm2_organism_plans_only_its_own_runs():
     """config/organisms-smollm2.yaml replaces the default config: its target trains the SmolLM2
     organism and its two runs, not the default's scratch organism."""
-    proc = run(
-        sys.executable, "-m", "snakemake", "-n", "--forceall", "organisms", "--configfile", "config/organisms-smollm2.yaml"
-    )
+    args = ["-n", "--forceall", "organisms", "--configfile", "config/organisms-smollm2.yaml"]
+    proc = run(sys.executable, "-m", "snakemake", *args)
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out[-2000:]
     import re
