@@ -8,7 +8,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.shiftwork-installed
 CORES ?= 2
 
-.PHONY: run trajectory organisms test lint format setup clean-results bench-load bench
+.PHONY: run trajectory organisms organisms-smollm2 test lint format setup clean-results bench-load bench
 
 setup: $(STAMP)
 
@@ -28,6 +28,10 @@ trajectory: $(STAMP)
 organisms: $(STAMP)
 	$(BIN)/snakemake --cores $(CORES) organisms
 
+# the organisms study on the packaged SmolLM2-135M-Instruct (LoRA), and only that (README)
+organisms-smollm2: $(STAMP)
+	$(BIN)/snakemake --cores $(CORES) organisms --configfile config/organisms-smollm2.yaml
+
 test: $(STAMP)
 	$(BIN)/python -m pytest -q
 
@@ -40,6 +44,7 @@ lint: $(STAMP)
 	$(BIN)/snakemake --lint
 	$(BIN)/snakemake -n --quiet
 	$(BIN)/snakemake -n --quiet --configfile config/paper.yaml
+	$(BIN)/snakemake -n --quiet organisms --configfile config/organisms-smollm2.yaml
 
 format: $(STAMP)
 	$(BIN)/ruff check --fix .

@@ -18,6 +18,14 @@ def test_default_and_paper_configs_are_valid(default_config, root):
         check_config(yaml.safe_load(fh))
 
 
+def test_smollm2_organism_config_is_valid_and_runs_only_organisms(root):
+    with open(root / "config" / "organisms-smollm2.yaml") as fh:
+        cfg = check_config(yaml.safe_load(fh))
+    assert cfg["studies"] == ["organisms"]
+    assert set(cfg["organisms"]["sft"]) == {"smollm2-two-policy"}
+    assert {run["organism"] for run in cfg["organisms"]["runs"].values()} == {"smollm2-two-policy"}
+
+
 def test_misspelt_top_level_key_is_named(default_config):
     cfg = copy.deepcopy(default_config)
     cfg["modles"] = cfg.pop("models")

@@ -51,10 +51,34 @@ def test_snakemake_lint_is_clean():
 
 
 @pytest.mark.workflow
-@pytest.mark.parametrize("args", [[], ["--configfile", "config/paper.yaml"], ["trajectory"]])
+@pytest.mark.parametrize(
+    "args",
+    [
+        [],
+        ["--configfile", "config/paper.yaml"],
+        ["trajectory"],
+        ["organisms", "--configfile", "config/organisms-smollm2.yaml"],
+    ],
+)
 def test_dry_runs(args):
     proc = run(sys.executable, "-m", "snakemake", "-n", *args)
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+@pytest.mark.workflow
+def test_smollm2_organism_plans_only_its_own_runs():
+    """config/organisms-smollm2.yaml replaces the default config: its target trains the SmolLM2
+    organism and its two runs, not the default's scratch organism."""
+    args = ["-n", "--forceall", "organisms", "--configfile", "config/organisms-smollm2.yaml"]
+    proc = run(sys.executable, "-m", "snakemake", *args)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out[-2000:]
+    import re
+
+    organisms = set(re.findall(r"wildcards: organism=([\w.-]+)", out))
+    runs = set(re.findall(r"wildcards: run=([\w.-]+)", out))
+    assert organisms == {"smollm2-two-policy"}, organisms
+    assert runs == {"smollm2-two-policy-rl-A", "smollm2-two-policy-rl-B"}, runs
 
 
 @pytest.mark.workflow
