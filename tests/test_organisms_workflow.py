@@ -75,7 +75,13 @@ def tiny_organisms_config() -> dict:
             },
         },
         "runs": {
-            "cov-ACE": {"organism": "cov", "stages": [{"distributions": ["A", "C", "E"], "steps": 2}]},
+            # a budget of 3 steps; with one-step windows and any change allowed the reward has
+            # "converged" at step 2, the first with two windows, so the stage stops there
+            "cov-ACE": {
+                "organism": "cov",
+                "stages": [{"distributions": ["A", "C", "E"], "steps": 3}],
+                "train": {"converge": {"window": 1, "tolerance": 1.0}},
+            },
             "temp-seq": {
                 "organism": "temp",
                 "stages": [{"distributions": [2025], "steps": 2}, {"distributions": [2026], "steps": 1}],
@@ -121,6 +127,9 @@ def test_coverage_tables_shape_and_ranges(org_dir):
     res = org_dir / "results" / "organisms"
     scores = pd.read_parquet(res / "runs" / "cov-ACE" / "scores.parquet")
     assert sorted(scores["step"].unique()) == [0, 1, 2]
+    stages = json.loads((res / "runs" / "cov-ACE" / "checkpoints" / "stages.json").read_text())
+    assert [(s["start"], s["end"], s["budget"], s["converged"]) for s in stages] == [(0, 2, 3, True)]
+    assert len(stages[0]["windows"]) == 2
     assert sorted(scores["testset"].unique()) == list("ABCDEF")
     roles = scores.drop_duplicates("testset").set_index("testset")["role"]
     assert roles.to_dict() == {"A": "id", "B": "ood", "C": "id", "D": "ood", "E": "id", "F": "ood"}
