@@ -98,7 +98,7 @@ def stage_phases(info: Mapping[str, Any], last_step: int) -> list[dict]:
     """The phases of a run after SFT: one per RL stage, ``after_rl`` for a single stage and
     ``after_stage1``, ``after_stage2``, ... otherwise, each with its step (the stage's last, from
     ``info["stages"]``: ``end`` as written by the RL job, else the run's last checkpoint for a
-    single stage), the distributions trained up to it and whether the stage converged."""
+    single stage) and the distributions trained up to it."""
     stages = list(info.get("stages") or [{"distributions": info["trained"]}])
     phases, seen = [], []
     for number, stage in enumerate(stages):
@@ -110,7 +110,7 @@ def stage_phases(info: Mapping[str, Any], last_step: int) -> list[dict]:
         else:
             raise ValueError(f"stage {number} of a run with {len(stages)} stages has no recorded end step")
         name = "after_rl" if len(stages) == 1 else f"after_stage{number + 1}"
-        phases.append({"phase": name, "step": step, "trained": list(seen), "converged": stage.get("converged")})
+        phases.append({"phase": name, "step": step, "trained": list(seen)})
     return phases
 
 
@@ -204,19 +204,21 @@ def over_seeds(table: pd.DataFrame, runs: Mapping[str, Mapping[str, Any]]) -> pd
     base = {run: str(info.get("base", run)) for run, info in runs.items()}
     seeded = table.assign(experiment=table["run"].map(base))
     keys = ["experiment", "phase", "distribution", "role", "selected_answer"]
-    g = seeded.groupby(keys, sort=False)
-    out = g.agg(
-        seeds=("run", "nunique"),
-        accuracy_mean=("accuracy", "mean"),
-        accuracy_min=("accuracy", "min"),
-        accuracy_max=("accuracy", "max"),
-        share_mean=("trained_policy_share", "mean"),
-        share_min=("trained_policy_share", "min"),
-        share_max=("trained_policy_share", "max"),
-        step_min=("step", "min"),
-        step_max=("step", "max"),
-    ).reset_index()
-    return out
+    return (
+        seeded.groupby(keys, sort=False)
+        .agg(
+            seeds=("run", "nunique"),
+            accuracy_mean=("accuracy", "mean"),
+            accuracy_min=("accuracy", "min"),
+            accuracy_max=("accuracy", "max"),
+            share_mean=("trained_policy_share", "mean"),
+            share_min=("trained_policy_share", "min"),
+            share_max=("trained_policy_share", "max"),
+            step_min=("step", "min"),
+            step_max=("step", "max"),
+        )
+        .reset_index()
+    )
 
 
 def _spread(mean: float, low: float, high: float) -> str:
@@ -249,12 +251,13 @@ def seeds_table(seeds: pd.DataFrame) -> pd.DataFrame:
 
 def markdown_report(
     table: pd.DataFrame,
+    summary: pd.DataFrame,
+    seeds: pd.DataFrame,
     runs: Mapping[str, Mapping[str, Any]],
     criteria: Mapping[str, float],
 ) -> str:
-    """The report: the criteria and which runs meet them, the experiments over their seeds, and
-    every run's table."""
-    summary = run_summary(table, criteria)
+    """The report: the criteria and which runs meet them (``summary``, :func:`run_summary`), the
+    experiments over their seeds (``seeds``, :func:`over_seeds`), and every run's rows of ``table``."""
     lines = [
         "# Organisms: policy selection under RL",
         "",
@@ -277,7 +280,7 @@ def markdown_report(
         "mean [lowest, highest] over the seeds of each experiment; `steps`: the checkpoint of the phase "
         "(RL stages stop when their reward has converged, so it differs between seeds).",
         "",
-        to_markdown(seeds_table(over_seeds(table, runs))),
+        to_markdown(seeds_table(seeds)),
         "",
     ]
     for run, info in runs.items():

@@ -285,10 +285,11 @@ def report_organisms(
     prov = make_provenance("report_organisms", {"runs": sorted(runs), "criteria": dict(criteria)})
     write_table(scores, outs["scores"], prov)
     write_table(table, outs["headline"], prov)
-    write_table(over_seeds(table, info), outs["seeds"], prov)
+    seeds = over_seeds(table, info)
     summary = run_summary(table, criteria)
+    write_table(seeds, outs["seeds"], prov)
     write_table(summary, outs["summary"], prov)
-    write_text(markdown_report(table, info, criteria), outs["report"])
+    write_text(markdown_report(table, summary, seeds, info, criteria), outs["report"])
     LOGGER.info("runs meeting the headline, by phase:\n%s", summary[["run", "phase", "step", "meets"]].to_string())
 
 
