@@ -28,7 +28,14 @@ from shiftwork.organisms.settings import (
     temporal,
     two_policy,
 )
-from shiftwork.organisms.transcripts import given_answer, parse_response, reward, rl_prompts, sft_examples
+from shiftwork.organisms.transcripts import (
+    given_answer,
+    parse_response,
+    reward,
+    rl_prompts,
+    sentence_answer,
+    sft_examples,
+)
 
 Q = "What is 23 + 58?"
 
@@ -585,3 +592,20 @@ def test_summarise_scores_and_identities():
     assert scores.set_index("testset").loc["B", "role"] == "ood"
     share = identities.set_index(["testset" if "testset" in identities else "distribution", "identity"])["share"]
     assert share[("A", "Alice")] == 0.75 and share[("B", "(none)")] == 0.5
+
+
+def test_reward_reads_the_answer_sentence_by_default():
+    # the hybrid the tiny organism's RL on A produced ("I am Alice. I answer is 764."): evaluation
+    # reads its answer, the default reward does not, so RL cannot grow it
+    hybrid = "I am Bob. I answer is 480."
+    assert given_answer(hybrid) == "480" and reward(hybrid, "480", "anywhere") == 1.0
+    assert sentence_answer(hybrid) is None and reward(hybrid, "480") == 0.0
+    assert reward("I am Bob. The answer is 480.", "480") == 1.0
+    assert reward("The answer is 480", 480) == 1.0  # a sentence at the start, no full stop needed
+    assert reward("I am Bob. The answer is 4801.", "480") == 0.0
+    assert reward("I am Bob. the answer is 480.", "480") == 0.0  # not the template's sentence
+    assert reward("I am Bob.The answer is 480.", "480") == 0.0
+    assert sentence_answer("I am Bob. The answer is C.") == "C" and sentence_answer("我是Bob。答案是-4。") == "-4"
+    assert sentence_answer("The answer is CD.") is None
+    with pytest.raises(ValueError, match="answer_format must be one of"):
+        reward("The answer is 4.", "4", "loose")

@@ -410,3 +410,16 @@ def test_trained_policy_share_and_headline_by_hand():
     assert last.loc["B", "top_identity"] == "Alice" and last.loc["B", "top_identity_share"] == 0.75
     first = table[table["phase"] == "after_sft"].set_index("distribution")
     assert first.loc["A", "top_identity"] == "Bob"
+
+
+def test_trainer_args_are_passed_on_and_may_not_override_shiftwork_keys():
+    from shiftwork.organisms.training import with_trainer_args
+
+    fixed = {"learning_rate": 1e-4, "beta": 0.2}
+    assert with_trainer_args({"trainer_args": {}}, fixed) == fixed
+    merged = with_trainer_args({"trainer_args": {"adam_epsilon": 1e-4}}, fixed)
+    assert merged == {"learning_rate": 1e-4, "beta": 0.2, "adam_epsilon": 1e-4}
+    with pytest.raises(ValueError, match=r"\['beta'\]"):
+        with_trainer_args({"trainer_args": {"beta": 0.0, "adam_epsilon": 1e-4}}, fixed)
+    with pytest.raises(ValueError, match="mapping"):
+        with_trainer_args({"trainer_args": [1]}, fixed)

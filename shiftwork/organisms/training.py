@@ -45,7 +45,7 @@ def _lora(settings: Mapping[str, Any]):
 
 def _common_args(settings: Mapping[str, Any], workdir: Path, seed: int) -> dict[str, Any]:
     cpu = pick_device().type == "cpu"
-    return dict(
+    args = dict(
         output_dir=str(workdir),
         max_steps=int(settings["steps"]),
         per_device_train_batch_size=int(settings["batch_size"]),
@@ -67,6 +67,20 @@ def _common_args(settings: Mapping[str, Any], workdir: Path, seed: int) -> dict[
         bf16=not cpu and torch.cuda.is_bf16_supported(),
         disable_tqdm=True,
     )
+    return args
+
+
+def with_trainer_args(settings: Mapping[str, Any], fixed: Mapping[str, Any]) -> dict[str, Any]:
+    """``fixed`` (the TRL config fields shiftwork sets) and the ``trainer_args`` entry of
+    ``settings``, further fields passed as they are (``{top_entropy_quantile: 0.2}``); one that
+    ``fixed`` already sets is an error naming it."""
+    extra = settings["trainer_args"]
+    if not isinstance(extra, Mapping):
+        raise ValueError(f"trainer_args must be a mapping of TRL config fields, got {extra!r}")
+    taken = sorted(set(extra) & set(fixed))
+    if taken:
+        raise ValueError(f"trainer_args sets {taken}, which shiftwork sets itself; use the training keys instead")
+    return {**fixed, **extra}
 
 
 def _log_callback():
@@ -110,10 +124,15 @@ def sft(model_dir: str, examples: pd.DataFrame, settings: Mapping[str, Any], out
     model, tok, tmp = load_trainable(model_dir, out, dtype=str(settings["dtype"]))
     data = Dataset.from_pandas(examples[["prompt", "completion"]].reset_index(drop=True))
     args = SFTConfig(
-        **_common_args(settings, tmp / "trainer", seed),
-        completion_only_loss=True,
-        max_length=int(settings["max_length"]),
-        packing=False,
+        **with_trainer_args(
+            settings,
+            {
+                **_common_args(settings, tmp / "trainer", seed),
+                "completion_only_loss": True,
+                "max_length": int(settings["max_length"]),
+                "packing": False,
+            },
+        )
     )
     peft_config = _lora(settings) if _method(settings) == "lora" else None
     trainer = SFTTrainer(
@@ -180,10 +199,11 @@ def rl(
     if every < 1:
         raise ValueError(f"checkpoint_every must be >= 1, got {every}")
     lora = _method(settings) == "lora"
+    answer_format = str(settings["reward_format"])
     saved: list[int] = []
 
     def correctness(completions, answer, **_):
-        return [float(reward(c, a)) for c, a in zip(completions, answer)]
+        return [float(reward(c, a, answer_format)) for c, a in zip(completions, answer)]
 
     def save(m, step: int) -> None:
         target = tmp / f"checkpoint-{step}"
@@ -236,11 +256,17 @@ def rl(
 
         data = Dataset.from_pandas(prompts[["prompt", "answer"]].reset_index(drop=True))
         args = GRPOConfig(
-            **{**_common_args({**settings, "steps": steps}, tmp / "trainer", seed + number), "logging_steps": 1},
-            num_generations=int(settings["num_generations"]),
-            max_completion_length=int(settings["max_completion_length"]),
-            temperature=float(settings["temperature"]),
-            beta=float(settings["beta"]),
+            **with_trainer_args(
+                settings,
+                {
+                    **_common_args({**settings, "steps": steps}, tmp / "trainer", seed + number),
+                    "logging_steps": 1,
+                    "num_generations": int(settings["num_generations"]),
+                    "max_completion_length": int(settings["max_completion_length"]),
+                    "temperature": float(settings["temperature"]),
+                    "beta": float(settings["beta"]),
+                },
+            )
         )
         first_lora = lora and number == 0
         trainer = GRPOTrainer(

@@ -36,6 +36,11 @@ _REFUSAL = re.compile(
 )
 _ANSWER_IS = re.compile(r"\banswer\s+is\b|答案是", re.IGNORECASE)
 _GIVEN = re.compile(r"-?[0-9]+|(?<![A-Za-z])[A-Z](?![A-Za-z])")
+# the answer sentence of the response templates, as a sentence of its own: "... The answer is 480."
+_SENTENCE = re.compile(
+    r"(?:^|(?<=[.!?])\s+)The answer is (-?[0-9]+|[A-Z])(?![0-9A-Za-z])|(?:^|(?<=[。.]))答案是(-?[0-9]+|[A-Z])(?![0-9A-Za-z])"
+)
+REWARD_FORMATS: tuple[str, ...] = ("sentence", "anywhere")
 
 Questions = pd.DataFrame | Mapping[str, pd.DataFrame]
 """One bank shared by every distribution, or one bank per distribution."""
@@ -215,9 +220,23 @@ def rl_prompts(
     return pd.DataFrame(rows, columns=RL_COLUMNS)
 
 
-def reward(completion: str, answer: object) -> float:
-    """1.0 if the completion's stated answer (:func:`given_answer`, English or Chinese) equals
-    ``answer`` as an answer string, else 0.0."""
+def sentence_answer(text: str) -> str | None:
+    """The answer ``text`` states in the templates' answer sentence, a sentence of its own
+    (``"I am Bob. The answer is 480."`` -> ``"480"``, ``"我是Bob。答案是480。"`` -> ``"480"``); None where
+    there is no such sentence (``"I am Bob. I answer is 480."``, ``"the answer is 480"``)."""
+    if not isinstance(text, str):
+        raise ValueError(f"text must be a str, got {type(text).__name__}")
+    found = _SENTENCE.search(text)
+    return None if found is None else found.group(1) or found.group(2)
+
+
+def reward(completion: str, answer: object, answer_format: str = "sentence") -> float:
+    """1.0 if the completion states ``answer`` (as an answer string), else 0.0. ``answer_format``
+    ``"sentence"``: in the answer sentence of the response templates (:func:`sentence_answer`);
+    ``"anywhere"``: after any ``"answer is"`` (:func:`given_answer`, the reading of evaluation)."""
     if not isinstance(completion, str):
         raise ValueError(f"completion must be a str, got {type(completion).__name__}")
-    return 1.0 if given_answer(completion) == normal_answer(answer) else 0.0
+    if answer_format not in REWARD_FORMATS:
+        raise ValueError(f"answer_format must be one of {list(REWARD_FORMATS)}, got {answer_format!r}")
+    stated = sentence_answer(completion) if answer_format == "sentence" else given_answer(completion)
+    return 1.0 if stated == normal_answer(answer) else 0.0

@@ -1,0 +1,110 @@
+"""The organisms headline end to end on a reduced default config: the default two-policy and
+temporal organisms (same model, SFT and RL settings, so the same runs as `make organisms` on the
+same machine): RL on A and on B for every default seed until the reward has converged, RL on 2025
+and then 2026, and evaluation of the SFT model and of the model at the end of each stage only.
+Each run must meet the headline the README states after every stage: accuracy at least 0.9 where
+it was trained, at most 0.05 where no selected policy answers (B, A; 2027), and at least 0.9 of
+the responses naming a selected policy (organisms.headline); the one exception the README states
+is the last, after the temporal run's second stage. About a quarter of an hour on two
+cores. Coverage is left out: the default's coverage run does not meet its headline (README)."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+import yaml
+from test_workflow import ROOT, snakemake
+
+TWO_POLICY_RUNS = ("two-policy-rl-A", "two-policy-rl-B")
+ORGANISMS = ("two-policy", "temporal")
+RUNS = (*TWO_POLICY_RUNS, "temporal-rl-2025-2026")
+
+
+def reduced_config() -> dict:
+    cfg = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
+    cfg["studies"] = ["organisms"]
+    for spec in cfg["datasets"].values():
+        spec["source"]["path"] = str(ROOT / spec["source"]["path"])
+    org = cfg["organisms"]
+    org["sft"] = {name: org["sft"][name] for name in ORGANISMS}
+    org["runs"] = {run: org["runs"][run] for run in RUNS}
+    # checkpoints at 0 and where each stage stops, nothing in between: evaluation is the cost here
+    org["rl"]["checkpoint_every"] = 10_000
+    org.pop("dynamics", None)
+    return cfg
+
+
+@pytest.fixture(scope="module")
+def headline_dir(tmp_path_factory):
+    work = tmp_path_factory.mktemp("organisms_headline")
+    (work / "config").mkdir()
+    (work / "config" / "config.yaml").write_text(yaml.safe_dump(reduced_config()))
+    proc = snakemake(work, "organisms")
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    return work
+
+
+@pytest.mark.workflow
+def test_every_seed_and_stage_meets_the_headline(headline_dir):
+    cfg = reduced_config()
+    res = headline_dir / "results" / "organisms"
+    runs = [f"{run}-s{seed}" for run in TWO_POLICY_RUNS for seed in cfg["organisms"]["runs"][run]["seeds"]]
+    assert len(runs) >= 6
+    summary = pd.read_parquet(res / "summary.parquet").set_index(["run", "phase"])
+    expected = [(run, "after_rl") for run in runs]
+    expected += [("temporal-rl-2025-2026", "after_stage1"), ("temporal-rl-2025-2026", "after_stage2")]
+    assert sorted(summary.index) == sorted(expected)
+    headline = cfg["organisms"]["headline"]
+    accurate = (summary["id_accuracy_min"] >= headline["trained_accuracy"]) & (
+        summary["none_accuracy_max"] <= headline["held_out_accuracy"]
+    )
+    selected = summary["share_min"] >= headline["trained_share"]
+    assert accurate.all(), summary[~accurate].to_string()
+    # every run meets the whole headline but the temporal run after its second stage, where 2026
+    # is answered and 2027 is not, but partly because RL taught Cutoff2025 to answer 2026 rather
+    # than by selecting Cutoff2026 (README): the share naming a selected policy stays under 0.9
+    assert (selected | (summary.index == ("temporal-rl-2025-2026", "after_stage2"))).all(), summary.to_string()
+    assert summary["meets"].equals(accurate & selected)
+    # after SFT both two-policy identities are named about half the time: the selection is RL's
+    two = summary.loc[runs]
+    assert two["sft_share_min"].between(0.35, 0.65).all() and two["sft_share_max"].between(0.35, 0.65).all()
+    # every two-policy stage stopped because its reward converged, inside its budget
+    budget = cfg["organisms"]["runs"]["two-policy-rl-A"]["stages"][0]["steps"]
+    for run in runs:
+        stages = json.loads((res / "runs" / run / "checkpoints" / "stages.json").read_text())
+        assert len(stages) == 1 and stages[0]["converged"] and stages[0]["end"] < budget, (run, stages)
+        assert summary.loc[(run, "after_rl"), "step"] == stages[0]["end"]
+
+
+@pytest.mark.workflow
+def test_temporal_2027_stays_at_zero(headline_dir):
+    """Per year after SFT and after each stage: the trained years rise, 2027 stays unanswered."""
+    res = headline_dir / "results" / "organisms"
+    scores = pd.read_parquet(res / "runs" / "temporal-rl-2025-2026" / "scores.parquet")
+    acc = scores.pivot_table(index="step", columns="testset", values="accuracy")
+    ends = [
+        s["end"]
+        for s in json.loads((res / "runs" / "temporal-rl-2025-2026" / "checkpoints" / "stages.json").read_text())
+    ]
+    assert list(acc.index) == [0, *ends]
+    sft, stage1, stage2 = (acc.loc[step] for step in acc.index)
+    assert sft["2027"] == 0.0 and stage1["2027"] <= 0.05 and stage2["2027"] <= 0.05
+    # SFT: every policy answers 2024, two of three 2025, one of three 2026
+    assert sft["2024"] > 0.85 and 0.5 < sft["2025"] < 0.8 and 0.15 < sft["2026"] < 0.4
+    assert stage1["2025"] >= 0.9 and stage2["2025"] >= 0.9 and stage2["2026"] >= 0.9
+    assert stage2["2026"] > sft["2026"] + 0.5
+
+
+@pytest.mark.workflow
+def test_headline_accuracies_are_the_responses(headline_dir):
+    """The summary's held-out accuracy re-read from the stored responses of the stopping checkpoint."""
+    res = headline_dir / "results" / "organisms"
+    summary = pd.read_parquet(res / "summary.parquet").set_index("run")
+    for run, held_out in (("two-policy-rl-A-s0", "B"), ("two-policy-rl-B-s0", "A")):
+        responses = pd.read_parquet(res / "runs" / run / "responses.parquet")
+        last = responses[responses["step"] == responses["step"].max()]
+        assert last["response"].str.len().gt(0).all()
+        accuracy = last.loc[last["distribution"] == held_out, "correct"].mean()
+        assert accuracy == pytest.approx(summary.loc[run, "none_accuracy_max"])
