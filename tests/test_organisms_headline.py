@@ -4,8 +4,7 @@ same machine): RL on A and on B for every default seed until the reward has conv
 and then 2026, and evaluation of the SFT model and of the model at the end of each stage only.
 Each run must meet the headline the README states after every stage: accuracy at least 0.9 where
 it was trained, at most 0.05 where no selected policy answers (B, A; 2027), and at least 0.9 of
-the responses naming a selected policy (organisms.headline); the one exception the README states
-is the last, after the temporal run's second stage. About a quarter of an hour on two
+the responses naming a selected policy (organisms.headline). About a quarter of an hour on two
 cores. Coverage is left out: the default's coverage run does not meet its headline (README)."""
 
 from __future__ import annotations
@@ -15,7 +14,9 @@ import json
 import pandas as pd
 import pytest
 import yaml
-from test_workflow import ROOT, snakemake
+from test_workflow import ROOT, run_config
+
+from shiftwork.config import with_defaults
 
 TWO_POLICY_RUNS = ("two-policy-rl-A", "two-policy-rl-B")
 ORGANISMS = ("two-policy", "temporal")
@@ -38,12 +39,7 @@ def reduced_config() -> dict:
 
 @pytest.fixture(scope="module")
 def headline_dir(tmp_path_factory):
-    work = tmp_path_factory.mktemp("organisms_headline")
-    (work / "config").mkdir()
-    (work / "config" / "config.yaml").write_text(yaml.safe_dump(reduced_config()))
-    proc = snakemake(work, "organisms")
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    return work
+    return run_config(tmp_path_factory.mktemp("organisms_headline"), reduced_config(), "organisms")
 
 
 @pytest.mark.workflow
@@ -56,16 +52,13 @@ def test_every_seed_and_stage_meets_the_headline(headline_dir):
     expected = [(run, "after_rl") for run in runs]
     expected += [("temporal-rl-2025-2026", "after_stage1"), ("temporal-rl-2025-2026", "after_stage2")]
     assert sorted(summary.index) == sorted(expected)
-    headline = cfg["organisms"]["headline"]
+    headline = with_defaults(cfg)["organisms"]["headline"]
     accurate = (summary["id_accuracy_min"] >= headline["trained_accuracy"]) & (
         summary["none_accuracy_max"] <= headline["held_out_accuracy"]
     )
     selected = summary["share_min"] >= headline["trained_share"]
     assert accurate.all(), summary[~accurate].to_string()
-    # every run meets the whole headline but the temporal run after its second stage, where 2026
-    # is answered and 2027 is not, but partly because RL taught Cutoff2025 to answer 2026 rather
-    # than by selecting Cutoff2026 (README): the share naming a selected policy stays under 0.9
-    assert (selected | (summary.index == ("temporal-rl-2025-2026", "after_stage2"))).all(), summary.to_string()
+    assert selected.all(), summary[~selected].to_string()
     assert summary["meets"].equals(accurate & selected)
     # after SFT both two-policy identities are named about half the time: the selection is RL's
     two = summary.loc[runs]

@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import yaml
-from test_workflow import ROOT, snakemake
+from test_workflow import ROOT, run_config, snakemake
 
 from shiftwork.organisms.settings import CHINESE_CHARACTERS
 
@@ -114,12 +114,7 @@ def tiny_organisms_config() -> dict:
 
 @pytest.fixture(scope="module")
 def org_dir(tmp_path_factory):
-    work = tmp_path_factory.mktemp("organisms")
-    (work / "config").mkdir()
-    (work / "config" / "config.yaml").write_text(yaml.safe_dump(tiny_organisms_config()))
-    proc = snakemake(work, "organisms")
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    return work
+    return run_config(tmp_path_factory.mktemp("organisms"), tiny_organisms_config(), "organisms")
 
 
 @pytest.mark.workflow

@@ -72,6 +72,15 @@ def snakemake(workdir: Path, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run(snakemake_cmd(workdir, *args), capture_output=True, text=True, env=ENV, timeout=1800)
 
 
+def run_config(workdir: Path, cfg: dict, *targets: str) -> Path:
+    """Write ``cfg`` as ``workdir``'s config, run snakemake for ``targets`` and check it succeeded."""
+    (workdir / "config").mkdir(exist_ok=True)
+    (workdir / "config" / "config.yaml").write_text(yaml.safe_dump(cfg))
+    proc = snakemake(workdir, *targets)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    return workdir
+
+
 def planned_jobs(workdir: Path) -> set[str]:
     """Rule names of the jobs a dry run would execute."""
     proc = snakemake(workdir, "-n")
