@@ -45,7 +45,7 @@ def _lora(settings: Mapping[str, Any]):
 
 def _common_args(settings: Mapping[str, Any], workdir: Path, seed: int) -> dict[str, Any]:
     cpu = pick_device().type == "cpu"
-    args = dict(
+    return dict(
         output_dir=str(workdir),
         max_steps=int(settings["steps"]),
         per_device_train_batch_size=int(settings["batch_size"]),
@@ -67,7 +67,6 @@ def _common_args(settings: Mapping[str, Any], workdir: Path, seed: int) -> dict[
         bf16=not cpu and torch.cuda.is_bf16_supported(),
         disable_tqdm=True,
     )
-    return args
 
 
 def with_trainer_args(settings: Mapping[str, Any], fixed: Mapping[str, Any]) -> dict[str, Any]:
