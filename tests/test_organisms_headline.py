@@ -13,8 +13,7 @@ import json
 
 import pandas as pd
 import pytest
-import yaml
-from test_workflow import ROOT, run_config
+from test_workflow import default_config, run_config
 
 from shiftwork.config import with_defaults
 
@@ -24,10 +23,7 @@ RUNS = (*TWO_POLICY_RUNS, "temporal-rl-2025-2026")
 
 
 def reduced_config() -> dict:
-    cfg = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
-    cfg["studies"] = ["organisms"]
-    for spec in cfg["datasets"].values():
-        spec["source"]["path"] = str(ROOT / spec["source"]["path"])
+    cfg = default_config("organisms")
     org = cfg["organisms"]
     org["sft"] = {name: org["sft"][name] for name in ORGANISMS}
     org["runs"] = {run: org["runs"][run] for run in RUNS}

@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import yaml
-from test_workflow import ROOT, run_config, snakemake
+from test_workflow import default_config, run_config, snakemake
 
 from shiftwork.organisms.settings import CHINESE_CHARACTERS
 
@@ -27,10 +27,7 @@ TINY_TRAIN = {
 
 
 def tiny_organisms_config() -> dict:
-    cfg = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
-    cfg["studies"] = ["organisms"]
-    for spec in cfg["datasets"].values():
-        spec["source"]["path"] = str(ROOT / spec["source"]["path"])
+    cfg = default_config("organisms")
     cfg["models"]["organism-tiny"]["source"] = {
         "kind": "scratch",
         "hidden_size": 32,

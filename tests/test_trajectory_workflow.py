@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import yaml
-from test_workflow import ROOT, snakemake
+from test_workflow import default_config, snakemake
 
 from shiftwork.models.prepare import prepared_dir
 
@@ -15,8 +15,7 @@ MODEL = "smollm2-135m-instruct"
 
 
 def tiny_trajectory_config() -> dict:
-    cfg = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
-    cfg["studies"] = ["trajectory"]
+    cfg = default_config("trajectory")
     # float32, so that step 0 can be checked against the base model to 1e-4
     cfg["trajectory"]["eval_dtype"] = "float32"
     cfg["trajectory"]["suites"] = {
@@ -39,8 +38,6 @@ def tiny_trajectory_config() -> dict:
         }
     }
     cfg["trajectory"]["analysis"]["windows"] = False  # 4 checkpoints: too few for two windows
-    for spec in cfg["datasets"].values():
-        spec["source"]["path"] = str(ROOT / spec["source"]["path"])
     return cfg
 
 

@@ -72,6 +72,16 @@ def snakemake(workdir: Path, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run(snakemake_cmd(workdir, *args), capture_output=True, text=True, env=ENV, timeout=1800)
 
 
+def default_config(study: str) -> dict:
+    """``config/config.yaml`` running only ``study``, its dataset files named by absolute path (a
+    test runs the workflow in a directory of its own)."""
+    cfg = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
+    cfg["studies"] = [study]
+    for spec in cfg["datasets"].values():
+        spec["source"]["path"] = str(ROOT / spec["source"]["path"])
+    return cfg
+
+
 def run_config(workdir: Path, cfg: dict, *targets: str) -> Path:
     """Write ``cfg`` as ``workdir``'s config, run snakemake for ``targets`` and check it succeeded."""
     (workdir / "config").mkdir(exist_ok=True)
