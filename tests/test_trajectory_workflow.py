@@ -16,7 +16,7 @@ MODEL = "smollm2-135m-instruct"
 
 def tiny_trajectory_config() -> dict:
     cfg = default_config("trajectory")
-    # float32, so that step 0 can be checked against the base model to 1e-4
+    # float32, so that step 0 can be checked against the base model
     cfg["trajectory"]["eval_dtype"] = "float32"
     cfg["trajectory"]["suites"] = {
         "tiny-nli": {"kind": "synthetic", "n_train": 16, "n_test": 8, "seed": 3, "ood": ["negation", "noise"]}
@@ -97,12 +97,19 @@ def test_checkpoint_zero_is_the_base_model(traj_dir):
     from shiftwork.trajectory.evaluate import predict
 
     res = traj_dir / "results" / "trajectory"
-    preds = pd.read_parquet(res / "eval" / "tiny-lora" / "step-0.parquet")
     suite = pd.read_parquet(res / "suites" / "tiny-nli.parquet")
     tests = suite[suite["split"] == "test"]
     base_dir = prepared_dir(MODEL, tiny_trajectory_config()["models"][MODEL], traj_dir / "results")
-    model, tok, device = load_checkpoint(str(base_dir), {"path": str(base_dir)})
-    base = predict(model, tok, device, tests)
-    assert np.allclose(base["margin"].to_numpy(), preds["margin"].to_numpy(), atol=1e-4)
+    model, tok, device = load_checkpoint(str(base_dir), {"path": str(base_dir)}, "float32")
+    base = predict(model, tok, device, tests)["margin"].to_numpy()
+
+    def gap(step: int) -> float:
+        margins = pd.read_parquet(res / "eval" / "tiny-lora" / f"step-{step}.parquet")["margin"].to_numpy()
+        return float(np.abs(margins - base).max())
+
+    # float32 sums with another thread count differ from the job's (by up to 3.2e-4 in a CI run);
+    # two LoRA steps at lr 1e-3 move the margins by far more than that
+    assert gap(0) < 2e-3
+    assert gap(2) > 10 * max(gap(0), 2e-3)
     log = (traj_dir / "logs" / "finetune_model" / "tiny-lora.log").read_text()
     assert "checkpoints at steps [0, 2, 4, 6]" in log
