@@ -8,7 +8,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.shiftwork-installed
 CORES ?= 2
 
-.PHONY: run trajectory organisms organisms-smollm2 test lint format setup clean-results bench-load bench
+.PHONY: run trajectory organisms organisms-smollm2 smoke report test lint format setup clean-results bench-load bench
 
 setup: $(STAMP)
 
@@ -32,6 +32,17 @@ organisms: $(STAMP)
 organisms-smollm2: $(STAMP)
 	$(BIN)/snakemake --cores $(CORES) organisms --configfile config/organisms-smollm2.yaml
 
+# every study on a tiny grid, to check an installation (config/smoke.yaml; results/smoke/)
+smoke: $(STAMP)
+	$(BIN)/snakemake --cores $(CORES) --configfile config/smoke.yaml
+
+# Snakemake's HTML report of all three studies of the default config (README: The report):
+# builds what is missing, then writes results/default/report.html
+REPORT_STUDIES := --config 'studies=[stability,trajectory,organisms]'
+report: $(STAMP)
+	$(BIN)/snakemake --cores $(CORES) report_files $(REPORT_STUDIES)
+	$(BIN)/snakemake report_files $(REPORT_STUDIES) --report results/default/report.html
+
 test: $(STAMP)
 	$(BIN)/python -m pytest -q
 
@@ -45,6 +56,7 @@ lint: $(STAMP)
 	$(BIN)/snakemake -n --quiet
 	$(BIN)/snakemake -n --quiet --configfile config/paper.yaml
 	$(BIN)/snakemake -n --quiet organisms --configfile config/organisms-smollm2.yaml
+	$(BIN)/snakemake -n --quiet --configfile config/smoke.yaml
 
 format: $(STAMP)
 	$(BIN)/ruff check --fix .

@@ -10,11 +10,16 @@ if not workflow.overwrite_configfiles:
     configfile: "config/config.yaml"
 
 
+# the HTML report's front page (`make report`; rules/report.smk)
+report: "report/workflow.rst"
+
+
 include: "rules/common.smk"
 include: "rules/models.smk"
 include: "rules/stability.smk"
 include: "rules/trajectory.smk"
 include: "rules/organisms.smk"
+include: "rules/report.smk"
 
 
 rule all:

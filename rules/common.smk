@@ -11,6 +11,7 @@ from shiftwork.config import (
     check_config,
     organism_runs,
     require_api_keys,
+    results_name,
     trajectory_runs,
 )
 from shiftwork.integrity import check_outputs, clear_stale_locks
@@ -21,6 +22,29 @@ from shiftwork.models.prepare import INFO_FILE, preparation, prepared_dir
 # directly).
 # API keys are checked when a run starts (Snakefile: onstart), so that a dry run plans without them.
 config.update(check_config(config, root=".", check_keys=False))
+
+# Each config writes into folders of its own name (config key `name`; see results_name), so the
+# default run, config/paper.yaml and a user's config never overwrite each other. Prepared
+# models (results/models) and caches (results/cache) are shared: they depend only on their
+# source.
+NAME = results_name(config, workflow.overwrite_configfiles or ())
+config["name"] = NAME
+OUT = f"results/{NAME}"
+
+
+def res(path):
+    """``path`` in this config's results folder."""
+    return f"{OUT}/{path}"
+
+
+def logs(path):
+    """``path`` in this config's log folder."""
+    return f"logs/{NAME}/{path}"
+
+
+def bench(path):
+    """``path`` in this config's benchmark folder."""
+    return f"benchmarks/{NAME}/{path}"
 
 
 def run_names():
@@ -72,4 +96,4 @@ def check_before_run():
             f"shiftwork: removed {len(stale)} Snakemake lock file(s) left by a run that was "
             "killed (no other run of this workflow is alive in this directory)"
         )
-    check_outputs("results", producer_rule)
+    check_outputs("results", producer_rule, tables=OUT)

@@ -10,11 +10,11 @@ include: "organisms_inputs.smk"
 
 rule make_organism_data:
     output:
-        sft="results/organisms/{organism}/data/sft.parquet",
-        questions="results/organisms/{organism}/data/questions.parquet",
-        test="results/organisms/{organism}/data/test.parquet",
+        sft=res("organisms/{organism}/data/sft.parquet"),
+        questions=res("organisms/{organism}/data/questions.parquet"),
+        test=res("organisms/{organism}/data/test.parquet"),
     log:
-        "logs/make_organism_data/{organism}.log",
+        logs("make_organism_data/{organism}.log"),
     conda:
         "../envs/shiftwork.yaml"
     params:
@@ -26,13 +26,13 @@ rule make_organism_data:
 rule train_sft:
     input:
         model=organism_base_model,
-        sft="results/organisms/{organism}/data/sft.parquet",
+        sft=res("organisms/{organism}/data/sft.parquet"),
     output:
-        model=directory("results/organisms/{organism}/sft"),
+        model=directory(res("organisms/{organism}/sft")),
     log:
-        "logs/train_sft/{organism}.log",
+        logs("train_sft/{organism}.log"),
     benchmark:
-        "benchmarks/train_sft/{organism}.tsv"
+        bench("train_sft/{organism}.tsv")
     conda:
         "../envs/shiftwork.yaml"
     threads: 1
@@ -50,9 +50,9 @@ rule make_rl_prompts:
     input:
         questions=organism_questions,
     output:
-        prompts="results/organisms/runs/{run}/prompts.parquet",
+        prompts=res("organisms/runs/{run}/prompts.parquet"),
     log:
-        "logs/make_rl_prompts/{run}.log",
+        logs("make_rl_prompts/{run}.log"),
     conda:
         "../envs/shiftwork.yaml"
     params:
@@ -67,13 +67,13 @@ rule make_rl_prompts:
 rule train_rl:
     input:
         sft=organism_sft_model,
-        prompts="results/organisms/runs/{run}/prompts.parquet",
+        prompts=res("organisms/runs/{run}/prompts.parquet"),
     output:
-        checkpoints=directory("results/organisms/runs/{run}/checkpoints"),
+        checkpoints=directory(res("organisms/runs/{run}/checkpoints")),
     log:
-        "logs/train_rl/{run}.log",
+        logs("train_rl/{run}.log"),
     benchmark:
-        "benchmarks/train_rl/{run}.tsv"
+        bench("train_rl/{run}.tsv")
     conda:
         "../envs/shiftwork.yaml"
     threads: 1
@@ -91,16 +91,16 @@ rule train_rl:
 rule evaluate_organism:
     input:
         sft=organism_sft_model,
-        checkpoints="results/organisms/runs/{run}/checkpoints",
+        checkpoints=res("organisms/runs/{run}/checkpoints"),
         test=organism_test_prompts,
     output:
-        responses="results/organisms/runs/{run}/responses.parquet",
-        scores="results/organisms/runs/{run}/scores.parquet",
-        identities="results/organisms/runs/{run}/identities.parquet",
+        responses=res("organisms/runs/{run}/responses.parquet"),
+        scores=res("organisms/runs/{run}/scores.parquet"),
+        identities=res("organisms/runs/{run}/identities.parquet"),
     log:
-        "logs/evaluate_organism/{run}.log",
+        logs("evaluate_organism/{run}.log"),
     benchmark:
-        "benchmarks/evaluate_organism/{run}.tsv"
+        bench("evaluate_organism/{run}.tsv")
     conda:
         "../envs/shiftwork.yaml"
     threads: 1
@@ -118,13 +118,13 @@ rule evaluate_organism:
 
 rule plot_organism_run:
     input:
-        scores="results/organisms/runs/{run}/scores.parquet",
-        identities="results/organisms/runs/{run}/identities.parquet",
+        scores=res("organisms/runs/{run}/scores.parquet"),
+        identities=res("organisms/runs/{run}/identities.parquet"),
     output:
-        png="results/organisms/figures/{run}.png",
-        svg="results/organisms/figures/{run}.svg",
+        png=res("organisms/figures/{run}.png"),
+        svg=res("organisms/figures/{run}.svg"),
     log:
-        "logs/plot_organism_run/{run}.log",
+        logs("plot_organism_run/{run}.log"),
     conda:
         "../envs/shiftwork.yaml"
     params:
@@ -135,21 +135,19 @@ rule plot_organism_run:
 
 rule report_organisms:
     input:
-        scores=expand("results/organisms/runs/{run}/scores.parquet", run=ORGANISM_RUNS),
+        scores=expand(res("organisms/runs/{run}/scores.parquet"), run=ORGANISM_RUNS),
         identities=expand(
-            "results/organisms/runs/{run}/identities.parquet", run=ORGANISM_RUNS
+            res("organisms/runs/{run}/identities.parquet"), run=ORGANISM_RUNS
         ),
-        checkpoints=expand(
-            "results/organisms/runs/{run}/checkpoints", run=ORGANISM_RUNS
-        ),
+        checkpoints=expand(res("organisms/runs/{run}/checkpoints"), run=ORGANISM_RUNS),
     output:
-        scores="results/organisms/scores.parquet",
-        headline="results/organisms/headline.parquet",
-        seeds="results/organisms/seeds.parquet",
-        summary="results/organisms/summary.parquet",
-        report="results/organisms/report.md",
+        scores=res("organisms/scores.parquet"),
+        headline=res("organisms/headline.parquet"),
+        seeds=res("organisms/seeds.parquet"),
+        summary=res("organisms/summary.parquet"),
+        report=res("organisms/report.md"),
     log:
-        "logs/report_organisms.log",
+        logs("report_organisms.log"),
     conda:
         "../envs/shiftwork.yaml"
     params:
@@ -161,11 +159,11 @@ rule report_organisms:
 
 rule simulate_dynamics:
     output:
-        table="results/organisms/dynamics.parquet",
-        png="results/organisms/figures/dynamics.png",
-        svg="results/organisms/figures/dynamics.svg",
+        table=res("organisms/dynamics.parquet"),
+        png=res("organisms/figures/dynamics.png"),
+        svg=res("organisms/figures/dynamics.svg"),
     log:
-        "logs/simulate_dynamics.log",
+        logs("simulate_dynamics.log"),
     conda:
         "../envs/shiftwork.yaml"
     params:

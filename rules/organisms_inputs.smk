@@ -27,11 +27,11 @@ def organism_seed(wildcards):
 
 
 def organism_questions(wildcards):
-    return f"results/organisms/{organism_of(wildcards)}/data/questions.parquet"
+    return f"{OUT}/organisms/{organism_of(wildcards)}/data/questions.parquet"
 
 
 def organism_test_prompts(wildcards):
-    return f"results/organisms/{organism_of(wildcards)}/data/test.parquet"
+    return f"{OUT}/organisms/{organism_of(wildcards)}/data/test.parquet"
 
 
 def organism_run_stages(wildcards):
@@ -53,7 +53,7 @@ def organism_run_trained(wildcards):
 def organism_base_model(wildcards):
     spec = ORGANISM_SFT[wildcards.organism]
     if "start_from" in spec:
-        return f"results/organisms/{spec['start_from']}/sft"
+        return f"{OUT}/organisms/{spec['start_from']}/sft"
     return prepared(spec["model"])
 
 
@@ -63,7 +63,7 @@ def organism_of(wildcards):
 
 def organism_sft_model(wildcards):
     name = organism_of(wildcards)
-    return ORGANISM_SFT[name].get("path", f"results/organisms/{name}/sft")
+    return ORGANISM_SFT[name].get("path", f"{OUT}/organisms/{name}/sft")
 
 
 def organism_evaluation(wildcards):
@@ -100,8 +100,8 @@ def organism_headline():
 
 
 def organism_targets():
-    targets = ["results/organisms/report.md", "results/organisms/headline.parquet"]
-    targets += expand("results/organisms/figures/{run}.png", run=ORGANISM_RUNS)
+    targets = [res("organisms/report.md"), res("organisms/headline.parquet")]
+    targets += expand(res("organisms/figures/{run}.png"), run=ORGANISM_RUNS)
     if "dynamics" in ORGANISMS:
-        targets.append("results/organisms/figures/dynamics.png")
+        targets.append(res("organisms/figures/dynamics.png"))
     return targets

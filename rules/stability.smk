@@ -9,9 +9,9 @@ rule sample_prompts:
     input:
         data=dataset_file,
     output:
-        prompts=update("results/stability/prompts/{dataset}.parquet"),
+        prompts=update(res("stability/prompts/{dataset}.parquet")),
     log:
-        "logs/sample_prompts/{dataset}.log",
+        logs("sample_prompts/{dataset}.log"),
     conda:
         "../envs/shiftwork.yaml"
     params:
@@ -22,14 +22,14 @@ rule sample_prompts:
 
 rule rewrite_prompts:
     input:
-        prompts="results/stability/prompts/{dataset}.parquet",
+        prompts=res("stability/prompts/{dataset}.parquet"),
         model=rewriter_model,
     output:
-        rewrites="results/stability/rewrites/{dataset}.parquet",
+        rewrites=res("stability/rewrites/{dataset}.parquet"),
     log:
-        "logs/rewrite_prompts/{dataset}.log",
+        logs("rewrite_prompts/{dataset}.log"),
     benchmark:
-        "benchmarks/rewrite_prompts/{dataset}.tsv"
+        bench("rewrite_prompts/{dataset}.tsv")
     conda:
         "../envs/shiftwork.yaml"
     resources:
@@ -49,9 +49,9 @@ rule make_variants:
     input:
         unpack(variant_inputs),
     output:
-        variants="results/stability/variants/{dataset}.parquet",
+        variants=res("stability/variants/{dataset}.parquet"),
     log:
-        "logs/make_variants/{dataset}.log",
+        logs("make_variants/{dataset}.log"),
     conda:
         "../envs/shiftwork.yaml"
     params:
@@ -65,9 +65,9 @@ rule estimate_gate_baseline:
     input:
         prompts=study_prompts,
     output:
-        baseline="results/stability/gate/baseline.parquet",
+        baseline=res("stability/gate/baseline.parquet"),
     log:
-        "logs/estimate_gate_baseline.log",
+        logs("estimate_gate_baseline.log"),
     conda:
         "../envs/shiftwork.yaml"
     resources:
@@ -83,17 +83,17 @@ rule estimate_gate_baseline:
 
 rule filter_variants:
     input:
-        variants="results/stability/variants/{dataset}.parquet",
-        baseline="results/stability/gate/baseline.parquet",
+        variants=res("stability/variants/{dataset}.parquet"),
+        baseline=res("stability/gate/baseline.parquet"),
     output:
-        kept="results/stability/filtered/{dataset}.parquet",
-        summary="results/stability/gate/{dataset}.summary.parquet",
-        dropped="results/stability/gate/{dataset}.dropped.parquet",
-        scores="results/stability/gate/{dataset}.scores.parquet",
+        kept=res("stability/filtered/{dataset}.parquet"),
+        summary=res("stability/gate/{dataset}.summary.parquet"),
+        dropped=res("stability/gate/{dataset}.dropped.parquet"),
+        scores=res("stability/gate/{dataset}.scores.parquet"),
     log:
-        "logs/filter_variants/{dataset}.log",
+        logs("filter_variants/{dataset}.log"),
     benchmark:
-        "benchmarks/filter_variants/{dataset}.tsv"
+        bench("filter_variants/{dataset}.tsv")
     conda:
         "../envs/shiftwork.yaml"
     resources:
@@ -112,10 +112,10 @@ rule report_gate:
         dropped=gate_outputs("dropped"),
         variants=study_variants,
     output:
-        table="results/stability/gate/report.parquet",
-        markdown="results/stability/gate/report.md",
+        table=res("stability/gate/report.parquet"),
+        markdown=res("stability/gate/report.md"),
     log:
-        "logs/report_gate.log",
+        logs("report_gate.log"),
     conda:
         "../envs/shiftwork.yaml"
     script:
@@ -126,15 +126,15 @@ rule report_gate:
 # probe pass over them (shiftwork.inference.generation, shiftwork.inference.probe).
 rule generate_responses:
     input:
-        variants="results/stability/filtered/{dataset}.parquet",
+        variants=res("stability/filtered/{dataset}.parquet"),
         model=evaluated_model,
     output:
-        generations="results/stability/generations/{model}/{dataset}.parquet",
-        probes="results/stability/probes/{model}/{dataset}.parquet",
+        generations=res("stability/generations/{model}/{dataset}.parquet"),
+        probes=res("stability/probes/{model}/{dataset}.parquet"),
     log:
-        "logs/generate_responses/{model}/{dataset}.log",
+        logs("generate_responses/{model}/{dataset}.log"),
     benchmark:
-        "benchmarks/generate_responses/{model}/{dataset}.tsv"
+        bench("generate_responses/{model}/{dataset}.tsv")
     wildcard_constraints:
         dataset=datasets_pattern(sharded=False),
         model=local_models_pattern(),
@@ -163,9 +163,9 @@ use rule generate_responses as generate_model_responses with:
         generations=model_outputs("generations"),
         probes=model_outputs("probes"),
     log:
-        "logs/generate_responses/{model}.log",
+        logs("generate_responses/{model}.log"),
     benchmark:
-        "benchmarks/generate_responses/{model}.tsv"
+        bench("generate_responses/{model}.tsv")
     wildcard_constraints:
         model=models_pattern(),
 
@@ -175,12 +175,12 @@ use rule generate_responses as generate_model_responses with:
 # `generate` writes for a whole dataset.
 use rule generate_responses as generate_shard_responses with:
     output:
-        generations="results/stability/generations/{model}/{dataset}/shard-{shard}.parquet",
-        probes="results/stability/probes/{model}/{dataset}/shard-{shard}.parquet",
+        generations=res("stability/generations/{model}/{dataset}/shard-{shard}.parquet"),
+        probes=res("stability/probes/{model}/{dataset}/shard-{shard}.parquet"),
     log:
-        "logs/generate_responses/{model}/{dataset}/shard-{shard}.log",
+        logs("generate_responses/{model}/{dataset}/shard-{shard}.log"),
     benchmark:
-        "benchmarks/generate_responses/{model}/{dataset}/shard-{shard}.tsv"
+        bench("generate_responses/{model}/{dataset}/shard-{shard}.tsv")
     wildcard_constraints:
         dataset=datasets_pattern(sharded=True),
         model=local_models_pattern(),
@@ -200,14 +200,14 @@ use rule generate_responses as generate_shard_responses with:
 # missing. Not a GPU job.
 rule generate_api_responses:
     input:
-        variants="results/stability/filtered/{dataset}.parquet",
+        variants=res("stability/filtered/{dataset}.parquet"),
     output:
-        generations="results/stability/generations/{model}/{dataset}.parquet",
-        probes="results/stability/probes/{model}/{dataset}.parquet",
+        generations=res("stability/generations/{model}/{dataset}.parquet"),
+        probes=res("stability/probes/{model}/{dataset}.parquet"),
     log:
-        "logs/generate_api_responses/{model}/{dataset}.log",
+        logs("generate_api_responses/{model}/{dataset}.log"),
     benchmark:
-        "benchmarks/generate_api_responses/{model}/{dataset}.tsv"
+        bench("generate_api_responses/{model}/{dataset}.tsv")
     wildcard_constraints:
         model=api_models_pattern(),
     conda:
@@ -225,9 +225,9 @@ rule merge_generations:
     input:
         shards=generation_shards,
     output:
-        merged="results/stability/generations/{model}/{dataset}.parquet",
+        merged=res("stability/generations/{model}/{dataset}.parquet"),
     log:
-        "logs/merge_generations/{model}/{dataset}.log",
+        logs("merge_generations/{model}/{dataset}.log"),
     wildcard_constraints:
         dataset=datasets_pattern(sharded=True),
         model=local_models_pattern(),
@@ -241,9 +241,9 @@ rule merge_probes:
     input:
         shards=probe_shards,
     output:
-        merged="results/stability/probes/{model}/{dataset}.parquet",
+        merged=res("stability/probes/{model}/{dataset}.parquet"),
     log:
-        "logs/merge_probes/{model}/{dataset}.log",
+        logs("merge_probes/{model}/{dataset}.log"),
     wildcard_constraints:
         dataset=datasets_pattern(sharded=True),
         model=local_models_pattern(),
@@ -257,12 +257,12 @@ rule score_axes:
     input:
         unpack(score_inputs),
     output:
-        deltas="results/stability/deltas/{model}/{dataset}.parquet",
-        judgments="results/stability/judgments/{model}/{dataset}.parquet",
+        deltas=res("stability/deltas/{model}/{dataset}.parquet"),
+        judgments=res("stability/judgments/{model}/{dataset}.parquet"),
     log:
-        "logs/score_axes/{model}/{dataset}.log",
+        logs("score_axes/{model}/{dataset}.log"),
     benchmark:
-        "benchmarks/score_axes/{model}/{dataset}.tsv"
+        bench("score_axes/{model}/{dataset}.tsv")
     conda:
         "../envs/shiftwork.yaml"
     resources:
@@ -288,10 +288,10 @@ rule judge_sample:
     input:
         judgments=all_judgments,
     output:
-        table="results/stability/judge/sample.parquet",
-        markdown="results/stability/judge/sample.md",
+        table=res("stability/judge/sample.parquet"),
+        markdown=res("stability/judge/sample.md"),
     log:
-        "logs/judge_sample.log",
+        logs("judge_sample.log"),
     conda:
         "../envs/shiftwork.yaml"
     params:
@@ -305,15 +305,15 @@ rule aggregate_stability:
     input:
         deltas=all_deltas,
     output:
-        per_prompt="results/stability/stats/per_prompt.parquet",
-        dataset_sgs="results/stability/stats/dataset_sgs.parquet",
-        total_sgs="results/stability/stats/total_sgs.parquet",
-        ttests_model="results/stability/stats/ttests_model.parquet",
-        ttests_dataset="results/stability/stats/ttests_dataset.parquet",
-        breakdown="results/stability/stats/breakdown.parquet",
-        strength="results/stability/stats/strength.parquet",
+        per_prompt=res("stability/stats/per_prompt.parquet"),
+        dataset_sgs=res("stability/stats/dataset_sgs.parquet"),
+        total_sgs=res("stability/stats/total_sgs.parquet"),
+        ttests_model=res("stability/stats/ttests_model.parquet"),
+        ttests_dataset=res("stability/stats/ttests_dataset.parquet"),
+        breakdown=res("stability/stats/breakdown.parquet"),
+        strength=res("stability/stats/strength.parquet"),
     log:
-        "logs/aggregate_stability.log",
+        logs("aggregate_stability.log"),
     conda:
         "../envs/shiftwork.yaml"
     params:
@@ -325,30 +325,30 @@ rule aggregate_stability:
 
 rule report_stability:
     input:
-        total_sgs="results/stability/stats/total_sgs.parquet",
-        dataset_sgs="results/stability/stats/dataset_sgs.parquet",
-        ttests_model="results/stability/stats/ttests_model.parquet",
-        ttests_dataset="results/stability/stats/ttests_dataset.parquet",
-        breakdown="results/stability/stats/breakdown.parquet",
-        strength="results/stability/stats/strength.parquet",
+        total_sgs=res("stability/stats/total_sgs.parquet"),
+        dataset_sgs=res("stability/stats/dataset_sgs.parquet"),
+        ttests_model=res("stability/stats/ttests_model.parquet"),
+        ttests_dataset=res("stability/stats/ttests_dataset.parquet"),
+        breakdown=res("stability/stats/breakdown.parquet"),
+        strength=res("stability/stats/strength.parquet"),
         gate_scores=gate_outputs("scores"),
     output:
-        tables=multiext("results/stability/tables/main_table", ".md", ".tex", ".csv")
-        + multiext("results/stability/tables/dataset_table", ".md", ".tex", ".csv"),
+        tables=multiext(res("stability/tables/main_table"), ".md", ".tex", ".csv")
+        + multiext(res("stability/tables/dataset_table"), ".md", ".tex", ".csv"),
         eps_tables=eps_tables(),
         significance=significance_tables(),
-        heatmap_png="results/stability/figures/sgs_heatmap.png",
-        heatmap_svg="results/stability/figures/sgs_heatmap.svg",
-        family_png="results/stability/figures/family.png",
-        family_svg="results/stability/figures/family.svg",
-        radar_png="results/stability/figures/radar.png",
-        radar_svg="results/stability/figures/radar.svg",
-        preservation_png="results/stability/figures/prompt_preservation.png",
-        preservation_svg="results/stability/figures/prompt_preservation.svg",
-        strength_png="results/stability/figures/strength_curves.png",
-        strength_svg="results/stability/figures/strength_curves.svg",
+        heatmap_png=res("stability/figures/sgs_heatmap.png"),
+        heatmap_svg=res("stability/figures/sgs_heatmap.svg"),
+        family_png=res("stability/figures/family.png"),
+        family_svg=res("stability/figures/family.svg"),
+        radar_png=res("stability/figures/radar.png"),
+        radar_svg=res("stability/figures/radar.svg"),
+        preservation_png=res("stability/figures/prompt_preservation.png"),
+        preservation_svg=res("stability/figures/prompt_preservation.svg"),
+        strength_png=res("stability/figures/strength_curves.png"),
+        strength_svg=res("stability/figures/strength_curves.svg"),
     log:
-        "logs/report_stability.log",
+        logs("report_stability.log"),
     conda:
         "../envs/shiftwork.yaml"
     params:

@@ -70,9 +70,9 @@ def rewriter_dtype(wildcards):
 
 
 def variant_inputs(wildcards):
-    inputs = {"prompts": f"results/stability/prompts/{wildcards.dataset}.parquet"}
+    inputs = {"prompts": f"{OUT}/stability/prompts/{wildcards.dataset}.parquet"}
     if uses_rewriter(STRUCTURAL):
-        inputs["rewrites"] = f"results/stability/rewrites/{wildcards.dataset}.parquet"
+        inputs["rewrites"] = f"{OUT}/stability/rewrites/{wildcards.dataset}.parquet"
     return inputs
 
 
@@ -82,13 +82,13 @@ def encoder_spec(wildcards=None):
 
 def study_prompts(wildcards=None):
     return expand(
-        "results/stability/prompts/{dataset}.parquet", dataset=STABILITY["datasets"]
+        res("stability/prompts/{dataset}.parquet"), dataset=STABILITY["datasets"]
     )
 
 
 def gate_outputs(kind):
     return expand(
-        "results/stability/gate/{dataset}.{kind}.parquet",
+        res("stability/gate/{dataset}.{kind}.parquet"),
         dataset=STABILITY["datasets"],
         kind=kind,
     )
@@ -96,7 +96,7 @@ def gate_outputs(kind):
 
 def study_variants(wildcards=None):
     return expand(
-        "results/stability/variants/{dataset}.parquet", dataset=STABILITY["datasets"]
+        res("stability/variants/{dataset}.parquet"), dataset=STABILITY["datasets"]
     )
 
 
@@ -158,14 +158,14 @@ def per_model_dataset(pattern):
 
 def study_filtered(wildcards=None):
     return expand(
-        "results/stability/filtered/{dataset}.parquet", dataset=STABILITY["datasets"]
+        res("stability/filtered/{dataset}.parquet"), dataset=STABILITY["datasets"]
     )
 
 
 def model_outputs(kind):
     """A model's generations or probes table of every dataset of the study."""
     return expand(
-        f"results/stability/{kind}/{{{{model}}}}/{{dataset}}.parquet",
+        f"{OUT}/stability/{kind}/{{{{model}}}}/{{dataset}}.parquet",
         dataset=STABILITY["datasets"],
     )
 
@@ -180,7 +180,7 @@ def shard_index(wildcards):
 
 def generation_shards(wildcards):
     return expand(
-        "results/stability/generations/{model}/{dataset}/shard-{shard}.parquet",
+        res("stability/generations/{model}/{dataset}/shard-{shard}.parquet"),
         model=wildcards.model,
         dataset=wildcards.dataset,
         shard=range(n_shards(wildcards.dataset)),
@@ -189,7 +189,7 @@ def generation_shards(wildcards):
 
 def probe_shards(wildcards):
     return expand(
-        "results/stability/probes/{model}/{dataset}/shard-{shard}.parquet",
+        res("stability/probes/{model}/{dataset}/shard-{shard}.parquet"),
         model=wildcards.model,
         dataset=wildcards.dataset,
         shard=range(n_shards(wildcards.dataset)),
@@ -214,14 +214,14 @@ def axes_encoder_spec(wildcards):
 
 def score_inputs(wildcards):
     inputs = {
-        "generations": f"results/stability/generations/{wildcards.model}/{wildcards.dataset}.parquet",
-        "probes": f"results/stability/probes/{wildcards.model}/{wildcards.dataset}.parquet",
+        "generations": f"{OUT}/stability/generations/{wildcards.model}/{wildcards.dataset}.parquet",
+        "probes": f"{OUT}/stability/probes/{wildcards.model}/{wildcards.dataset}.parquet",
     }
     if JUDGE and JUDGE not in API_MODELS:
         inputs["judge"] = prepared(JUDGE)
     axes = STABILITY["axes"]
     if axes["bert_scale"] == "rescaled" and axes["bert_baseline"] == "gate":
-        inputs["gate_baseline"] = "results/stability/gate/baseline.parquet"
+        inputs["gate_baseline"] = res("stability/gate/baseline.parquet")
     return inputs
 
 
@@ -238,11 +238,11 @@ def judge_batch_size(wildcards):
 
 
 def all_judgments(wildcards):
-    return per_model_dataset("results/stability/judgments/{model}/{dataset}.parquet")
+    return per_model_dataset(res("stability/judgments/{model}/{dataset}.parquet"))
 
 
 def all_deltas(wildcards):
-    return per_model_dataset("results/stability/deltas/{model}/{dataset}.parquet")
+    return per_model_dataset(res("stability/deltas/{model}/{dataset}.parquet"))
 
 
 def rewrite_cache(wildcards):
@@ -253,28 +253,27 @@ def rewrite_cache(wildcards):
 
 def eps_tables():
     return [
-        f"results/stability/tables/{name}"
-        for name in eps_table_names(STATISTICS["eps"])
+        f"{OUT}/stability/tables/{name}" for name in eps_table_names(STATISTICS["eps"])
     ]
 
 
 def significance_tables():
-    return [f"results/stability/tables/{name}" for name in SIGNIFICANCE_NAMES]
+    return [f"{OUT}/stability/tables/{name}" for name in SIGNIFICANCE_NAMES]
 
 
 def stability_targets():
     return [
-        "results/stability/gate/report.md",
-        "results/stability/gate/report.parquet",
-        *multiext("results/stability/tables/main_table", ".md", ".tex", ".csv"),
-        "results/stability/figures/sgs_heatmap.png",
-        "results/stability/figures/family.png",
-        *(["results/stability/judge/sample.md"] if JUDGE else []),
+        res("stability/gate/report.md"),
+        res("stability/gate/report.parquet"),
+        *multiext(res("stability/tables/main_table"), ".md", ".tex", ".csv"),
+        res("stability/figures/sgs_heatmap.png"),
+        res("stability/figures/family.png"),
+        *([res("stability/judge/sample.md")] if JUDGE else []),
         *eps_tables(),
         *significance_tables(),
-        "results/stability/figures/radar.png",
-        "results/stability/figures/prompt_preservation.png",
-        "results/stability/figures/strength_curves.png",
+        res("stability/figures/radar.png"),
+        res("stability/figures/prompt_preservation.png"),
+        res("stability/figures/strength_curves.png"),
     ]
 
 # A prompt set read from a file is an input, so editing the file reruns its jobs (Snakemake

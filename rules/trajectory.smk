@@ -9,9 +9,9 @@ rule make_suite:
     input:
         data=suite_files,
     output:
-        suite="results/trajectory/suites/{suite}.parquet",
+        suite=res("trajectory/suites/{suite}.parquet"),
     log:
-        "logs/make_suite/{suite}.log",
+        logs("make_suite/{suite}.log"),
     conda:
         "../envs/shiftwork.yaml"
     params:
@@ -25,11 +25,11 @@ rule finetune_model:
         suite=run_suite,
         model=run_model,
     output:
-        checkpoints=directory("results/trajectory/runs/{run}/checkpoints"),
+        checkpoints=directory(res("trajectory/runs/{run}/checkpoints")),
     log:
-        "logs/finetune_model/{run}.log",
+        logs("finetune_model/{run}.log"),
     benchmark:
-        "benchmarks/finetune_model/{run}.tsv"
+        bench("finetune_model/{run}.tsv")
     conda:
         "../envs/shiftwork.yaml"
     threads: 2
@@ -48,11 +48,11 @@ rule evaluate_checkpoint:
     input:
         unpack(evaluate_inputs),
     output:
-        predictions="results/trajectory/eval/{run}/step-{step}.parquet",
+        predictions=res("trajectory/eval/{run}/step-{step}.parquet"),
     log:
-        "logs/evaluate_checkpoint/{run}/step-{step}.log",
+        logs("evaluate_checkpoint/{run}/step-{step}.log"),
     benchmark:
-        "benchmarks/evaluate_checkpoint/{run}/step-{step}.tsv"
+        bench("evaluate_checkpoint/{run}/step-{step}.tsv")
     conda:
         "../envs/shiftwork.yaml"
     threads: 2
@@ -73,10 +73,10 @@ rule collect_scores:
     input:
         predictions=all_predictions,
     output:
-        scores="results/trajectory/scores.parquet",
-        item_table="results/trajectory/items.parquet",
+        scores=res("trajectory/scores.parquet"),
+        item_table=res("trajectory/items.parquet"),
     log:
-        "logs/collect_scores.log",
+        logs("collect_scores.log"),
     conda:
         "../envs/shiftwork.yaml"
     params:
@@ -87,17 +87,17 @@ rule collect_scores:
 
 rule analyse_trajectory:
     input:
-        scores="results/trajectory/scores.parquet",
-        item_table="results/trajectory/items.parquet",
+        scores=res("trajectory/scores.parquet"),
+        item_table=res("trajectory/items.parquet"),
     output:
-        pairs="results/trajectory/pairs.parquet",
-        summary="results/trajectory/summary.parquet",
-        label_bias="results/trajectory/label_bias.parquet",
-        seeds="results/trajectory/seeds.parquet",
-        report="results/trajectory/report.md",
+        pairs=res("trajectory/pairs.parquet"),
+        summary=res("trajectory/summary.parquet"),
+        label_bias=res("trajectory/label_bias.parquet"),
+        seeds=res("trajectory/seeds.parquet"),
+        report=res("trajectory/report.md"),
         figures=trajectory_figures(),
     log:
-        "logs/analyse_trajectory.log",
+        logs("analyse_trajectory.log"),
     conda:
         "../envs/shiftwork.yaml"
     params:
@@ -112,16 +112,16 @@ rule analyse_trajectory:
 
 rule plot_trajectory:
     input:
-        scores="results/trajectory/scores.parquet",
-        pairs="results/trajectory/pairs.parquet",
+        scores=res("trajectory/scores.parquet"),
+        pairs=res("trajectory/pairs.parquet"),
     output:
         **window_outputs(),
-        raw_vs_partial="results/trajectory/raw_vs_partial.parquet",
-        fingerprint="results/trajectory/fingerprint.parquet",
-        markdown="results/trajectory/figures.md",
+        raw_vs_partial=res("trajectory/raw_vs_partial.parquet"),
+        fingerprint=res("trajectory/fingerprint.parquet"),
+        markdown=res("trajectory/figures.md"),
         figures=trajectory_plots(),
     log:
-        "logs/plot_trajectory.log",
+        logs("plot_trajectory.log"),
     conda:
         "../envs/shiftwork.yaml"
     params:
@@ -132,8 +132,8 @@ rule plot_trajectory:
 
 rule trajectory:
     input:
-        "results/trajectory/report.md",
-        "results/trajectory/pairs.parquet",
-        "results/trajectory/summary.parquet",
-        "results/trajectory/label_bias.parquet",
-        "results/trajectory/figures.md",
+        res("trajectory/report.md"),
+        res("trajectory/pairs.parquet"),
+        res("trajectory/summary.parquet"),
+        res("trajectory/label_bias.parquet"),
+        res("trajectory/figures.md"),

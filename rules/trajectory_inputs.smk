@@ -25,7 +25,7 @@ def suite_files(wildcards):
 
 
 def run_suite(wildcards):
-    return f"results/trajectory/suites/{RUNS[wildcards.run]['suite']}.parquet"
+    return f"{OUT}/trajectory/suites/{RUNS[wildcards.run]['suite']}.parquet"
 
 
 def run_model_name(wildcards):
@@ -63,7 +63,7 @@ def run_groups():
 def evaluate_inputs(wildcards):
     inputs = {"suite": run_suite(wildcards), "model": run_model(wildcards)}
     if "finetune" in RUNS[wildcards.run]:
-        inputs["checkpoints"] = f"results/trajectory/runs/{wildcards.run}/checkpoints"
+        inputs["checkpoints"] = f"{OUT}/trajectory/runs/{wildcards.run}/checkpoints"
     return inputs
 
 
@@ -71,7 +71,7 @@ def checkpoint_spec(wildcards):
     run = RUNS[wildcards.run]
     if "finetune" in run:
         return {
-            "path": f"results/trajectory/runs/{wildcards.run}/checkpoints/checkpoint-{wildcards.step}"
+            "path": f"{OUT}/trajectory/runs/{wildcards.run}/checkpoints/checkpoint-{wildcards.step}"
         }
     for ck in run["checkpoints"]:
         if int(ck["step"]) == int(wildcards.step):
@@ -83,7 +83,7 @@ def checkpoint_spec(wildcards):
 
 def all_predictions(wildcards):
     return [
-        f"results/trajectory/eval/{run}/step-{step}.parquet"
+        f"{OUT}/trajectory/eval/{run}/step-{step}.parquet"
         for run, spec in RUNS.items()
         for step in run_steps(spec)
     ]
@@ -92,14 +92,14 @@ def all_predictions(wildcards):
 def trajectory_figures():
     names = [f"partial_{run}" for run in RUNS] + ["curves"]
     return [
-        f"results/trajectory/figures/{n}.{ext}" for n in names for ext in ("png", "svg")
+        f"{OUT}/trajectory/figures/{n}.{ext}" for n in names for ext in ("png", "svg")
     ]
 
 
 def window_outputs():
     """The early/late window table, when config trajectory.analysis.windows asks for it."""
     if TRAJECTORY["analysis"]["windows"]:
-        return {"windows": "results/trajectory/windows.parquet"}
+        return {"windows": res("trajectory/windows.parquet")}
     return {}
 
 
@@ -109,13 +109,13 @@ def trajectory_plots():
     if TRAJECTORY["analysis"]["windows"]:
         names.append("windows")
     return [
-        f"results/trajectory/figures/{n}.{ext}" for n in names for ext in ("png", "svg")
+        f"{OUT}/trajectory/figures/{n}.{ext}" for n in names for ext in ("png", "svg")
     ]
 
 
 def trajectory_targets():
     return [
-        "results/trajectory/report.md",
-        "results/trajectory/summary.parquet",
-        "results/trajectory/figures.md",
+        res("trajectory/report.md"),
+        res("trajectory/summary.parquet"),
+        res("trajectory/figures.md"),
     ]

@@ -6,6 +6,7 @@ import copy
 import difflib
 import itertools
 import math
+import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -660,6 +661,29 @@ def require_api_keys(config: Mapping[str, Any]) -> None:
     problems = api_key_errors(config)
     if problems:
         raise ConfigError("missing API keys:\n  - " + "\n  - ".join(problems))
+
+
+#: what a config's ``name`` (its folder under results/, logs/ and benchmarks/) may be
+NAME_PATTERN = r"[A-Za-z0-9][A-Za-z0-9._-]*"
+
+
+def results_name(config: Mapping[str, Any], configfiles: Iterable[str | Path] = ()) -> str:
+    """The name of a config's own folders: its ``name`` key; without one, the stem of the last
+    config file given on the command line (``--configfile config/mine.yaml`` -> ``mine``);
+    ``default`` for the embedded config."""
+    if config.get("name"):
+        name, origin = str(config["name"]), "config key 'name'"
+    elif configfiles:
+        last = Path(list(configfiles)[-1])
+        name, origin = last.stem, f"the name of config file {last} (set config key 'name' to choose another)"
+    else:
+        return "default"
+    if not re.fullmatch(NAME_PATTERN, name):
+        raise ConfigError(
+            f"{origin}: {name!r} cannot name a results folder; use letters, digits, '.', '_' and '-', "
+            "starting with a letter or digit"
+        )
+    return name
 
 
 def check_config(

@@ -37,16 +37,18 @@ def _hidden(path: Path, root: Path) -> bool:
     return any(part.startswith(".") for part in path.relative_to(root).parts)
 
 
-def damaged_outputs(results: str | os.PathLike = "results") -> list[Damage]:
-    """Every shiftwork table under ``results`` whose footer or provenance is damaged, and every
-    prepared model whose weight files do not have the recorded sizes or complete headers.
-    Temporary files of running or killed writers (hidden names) and caches are left out."""
+def damaged_outputs(results: str | os.PathLike = "results", tables: str | os.PathLike | None = None) -> list[Damage]:
+    """Every shiftwork table under ``tables`` (default: all of ``results``) whose footer or
+    provenance is damaged, and every prepared model under ``results`` whose weight files do not
+    have the recorded sizes or complete headers. Temporary files of running or killed writers
+    (hidden names) and caches are left out."""
     root = Path(results)
     if not root.is_dir():
         return []
     found = []
-    for path in sorted(root.rglob("*.parquet")):
-        if _hidden(path, root) or path.relative_to(root).parts[0] == CACHE_DIR:
+    table_root = Path(tables) if tables is not None else root
+    for path in sorted(table_root.rglob("*.parquet")):
+        if _hidden(path, table_root) or path.relative_to(root).parts[0] == CACHE_DIR:
             continue
         if problem := table_problem(path):
             found.append(Damage(path, path, problem))
@@ -67,9 +69,12 @@ def damage_report(found: list[Damage], producer: Callable[[str], str | None]) ->
     return "\n".join(lines)
 
 
-def check_outputs(results: str | os.PathLike, producer: Callable[[str], str | None]) -> None:
-    """Raise :class:`DamagedOutputError` if any output under ``results`` is damaged."""
-    if found := damaged_outputs(results):
+def check_outputs(
+    results: str | os.PathLike, producer: Callable[[str], str | None], tables: str | os.PathLike | None = None
+) -> None:
+    """Raise :class:`DamagedOutputError` if a prepared model under ``results`` or a table under
+    ``tables`` (default: all of ``results``) is damaged."""
+    if found := damaged_outputs(results, tables):
         raise DamagedOutputError(damage_report(found, producer))
 
 

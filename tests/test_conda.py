@@ -63,7 +63,7 @@ def test_conda_environment_installs_the_package_for_the_scripts(tmp_path):
     (work / "config" / "config.yaml").write_text(yaml.safe_dump(tiny_config(data)))
     env = fake_conda(tmp_path / "conda")
     envs = tmp_path / "envs"
-    target = "results/stability/prompts/tiny.parquet"
+    target = "results/default/stability/prompts/tiny.parquet"
 
     def run(*args: str) -> subprocess.CompletedProcess:
         cmd = snakemake_cmd(work, "--sdm", "conda", "--conda-prefix", str(envs), *args, target)

@@ -3,7 +3,7 @@ import copy
 import pytest
 import yaml
 
-from shiftwork.config import ConfigError, check_config, empty_section, overridden, with_defaults
+from shiftwork.config import ConfigError, check_config, empty_section, overridden, results_name, with_defaults
 
 
 def errors_of(cfg) -> str:
@@ -275,3 +275,20 @@ def test_model_datasets_must_name_study_models_and_datasets():
     errors = reference_errors(cfg)
     assert any("stability.model_datasets" in e and "'b'" in e for e in errors)
     assert any("stability.model_datasets.a.0" in e and "'y'" in e for e in errors)
+
+
+def test_results_name_from_the_key_the_config_file_or_default():
+    assert results_name({"name": "paper"}, ["config/other.yaml"]) == "paper"
+    assert results_name({}, ["config/paper.yaml", "/home/me/my-run.v2.yaml"]) == "my-run.v2"
+    assert results_name({}) == "default"
+    with pytest.raises(ConfigError, match=r"config key 'name': '\.\./x' cannot name a results folder"):
+        results_name({"name": "../x"})
+    with pytest.raises(ConfigError, match=r"config file my run\.yaml"):
+        results_name({}, ["my run.yaml"])
+
+
+def test_shipped_configs_have_names_of_their_own(root):
+    files = ["config.yaml", "paper.yaml", "organisms-smollm2.yaml", "smoke.yaml"]
+    names = [yaml.safe_load((root / "config" / f).read_text())["name"] for f in files]
+    assert names == ["default", "paper", "organisms-smollm2", "smoke"]
+    check_config(yaml.safe_load((root / "config" / "smoke.yaml").read_text()), root=root, check_keys=False)

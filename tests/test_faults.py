@@ -131,8 +131,8 @@ def rebuild_command(out: str) -> tuple[list[str], list[str]]:
 
 
 def test_truncated_intermediate_stops_before_any_job_and_loses_nothing(flow, baseline_tables, config_edit):
-    deltas = flow / "results/stability/deltas" / MODEL / "tiny.parquet"
-    per_prompt = flow / "results/stability/stats/per_prompt.parquet"
+    deltas = flow / "results/default/stability/deltas" / MODEL / "tiny.parquet"
+    per_prompt = flow / "results/default/stability/stats/per_prompt.parquet"
     stats_bytes = per_prompt.read_bytes()
     truncate(deltas)
     # a changed eps plans aggregate_stability, the job that reads the damaged table
@@ -141,14 +141,14 @@ def test_truncated_intermediate_stops_before_any_job_and_loses_nothing(flow, bas
     out = output_of(proc)
     assert proc.returncode != 0
     assert (
-        f"results/stability/deltas/{MODEL}/tiny.parquet (written by rule 'score_axes'): not a complete Parquet file"
+        f"results/default/stability/deltas/{MODEL}/tiny.parquet (written by rule 'score_axes'): not a complete Parquet file"
         in out
     )
     assert "Nothing to be done" not in out
     assert per_prompt.read_bytes() == stats_bytes  # no job ran, nothing was deleted
     # the commands from the message rebuild exactly the damaged table
     rm, targets = rebuild_command(out)
-    assert rm == targets == [f"results/stability/deltas/{MODEL}/tiny.parquet"]
+    assert rm == targets == [f"results/default/stability/deltas/{MODEL}/tiny.parquet"]
     for path in rm:
         (flow / path).unlink()
     assert jobs_planned(flow, *targets) == {("score_axes", f"model={MODEL}, dataset=tiny")}
@@ -164,11 +164,11 @@ def test_rebuilt_intermediate_left_nothing_stale(flow, baseline_tables):
 
 
 def test_truncated_leaf_table_is_named(flow, baseline_tables):
-    leaf = flow / "results/stability/gate/report.parquet"
+    leaf = flow / "results/default/stability/gate/report.parquet"
     truncate(leaf)
     proc = snakemake(flow, "-n")
     assert proc.returncode != 0
-    assert "results/stability/gate/report.parquet (written by rule 'report_gate')" in output_of(proc)
+    assert "results/default/stability/gate/report.parquet (written by rule 'report_gate')" in output_of(proc)
     rm, targets = rebuild_command(output_of(proc))
     (flow / rm[0]).unlink()
     assert jobs_planned(flow, *targets) == jobs_planned(flow) == {("report_gate", "")}
@@ -178,12 +178,12 @@ def test_truncated_leaf_table_is_named(flow, baseline_tables):
 
 def test_truncated_cache_is_a_miss_not_a_failure(flow, baseline_tables):
     cache = flow / "results/cache/rewrites" / MODEL / "tiny.parquet"
-    rewrites = flow / "results/stability/rewrites/tiny.parquet"
+    rewrites = flow / "results/default/stability/rewrites/tiny.parquet"
     truncate(cache)
     rewrites.unlink()
     proc = snakemake(flow, str(rewrites.relative_to(flow)))
     assert proc.returncode == 0, output_of(proc)[-3000:]
-    log = (flow / "logs/rewrite_prompts/tiny.log").read_text()
+    log = (flow / "logs/default/rewrite_prompts/tiny.log").read_text()
     assert f"ignoring cache {cache.relative_to(flow)}" in log and "12 generated, 0 from cache" in log
     # the cache is whole again, and the same rewrites leave nothing downstream to do
     assert pd.read_parquet(cache)["cache_key"].nunique() == 12
@@ -229,7 +229,7 @@ def test_model_source_failing_in_its_job_keeps_the_model(flow, config_edit):
     prepared model and everything built from it stay as they were."""
     model_dir = flow / MODEL_DIR
     before = sorted((p.name, p.stat().st_ino, p.stat().st_mtime_ns) for p in model_dir.iterdir())
-    stats = (flow / "results/stability/stats/per_prompt.parquet").read_bytes()
+    stats = (flow / "results/default/stability/stats/per_prompt.parquet").read_bytes()
     broken = flow / "broken-model"
     broken.mkdir(exist_ok=True)
     (broken / "config.json").write_text(json.dumps({"model_type": "llama"}))
@@ -242,7 +242,7 @@ def test_model_source_failing_in_its_job_keeps_the_model(flow, config_edit):
     assert proc.returncode != 0
     assert f"model '{MODEL}': cannot load {broken}" in out  # from the job's log, in the terminal
     assert sorted((p.name, p.stat().st_ino, p.stat().st_mtime_ns) for p in model_dir.iterdir()) == before
-    assert (flow / "results/stability/stats/per_prompt.parquet").read_bytes() == stats
+    assert (flow / "results/default/stability/stats/per_prompt.parquet").read_bytes() == stats
     assert not (flow / new_dir / "shiftwork.json").exists()
 
 
@@ -291,7 +291,7 @@ BAD_ROWS = {
 def test_bad_dataset_rows_stop_the_run_before_any_job(flow, kind):
     data = flow / "tiny.jsonl"
     original = data.read_bytes()
-    prompts = flow / "results/stability/prompts/tiny.parquet"
+    prompts = flow / "results/default/stability/prompts/tiny.parquet"
     kept = prompts.read_bytes()
     content, message = BAD_ROWS[kind]
     try:
@@ -315,7 +315,7 @@ def test_bad_rows_left_nothing_to_do(flow):
 def test_byte_order_mark_in_jsonl_is_read(flow, baseline_tables):
     data = flow / "tiny.jsonl"
     original = data.read_bytes()
-    target = "results/stability/prompts/tiny.parquet"
+    target = "results/default/stability/prompts/tiny.parquet"
     try:
         data.write_bytes(b"\xef\xbb\xbf" + original)
         assert ("sample_prompts", "dataset=tiny") in jobs_planned(flow)
@@ -332,7 +332,7 @@ def test_byte_order_mark_in_jsonl_is_read(flow, baseline_tables):
 def test_kill_then_the_same_command_continues(flow, baseline_tables):
     """SIGKILL to Snakemake and its jobs while generate writes its table; then the plain
     command, with no --unlock or --rerun-incomplete, finishes the run."""
-    target = flow / "results/stability/generations" / MODEL / "tiny.parquet"
+    target = flow / "results/default/stability/generations" / MODEL / "tiny.parquet"
     target.unlink()
     command = [str(target.relative_to(flow))]  # a missing intermediate is built when asked for
     assert kill_while_writing(flow, target), "generate never started writing its output"
@@ -401,15 +401,15 @@ def test_editing_the_dataset_reruns_what_depends_on_it(flow, baseline_tables):
     assert not any(rule == "prepare_model" for rule, _ in planned)
     proc = snakemake(flow)
     assert proc.returncode == 0, output_of(proc)[-3000:]
-    prompts = pd.read_parquet(flow / "results/stability/prompts/tiny.parquet")
+    prompts = pd.read_parquet(flow / "results/default/stability/prompts/tiny.parquet")
     assert prompts["prompt"].tolist()[1] == rows[1]["prompt"]
-    gens = pd.read_parquet(flow / "results/stability/generations" / MODEL / "tiny.parquet")
+    gens = pd.read_parquet(flow / "results/default/stability/generations" / MODEL / "tiny.parquet")
     assert gens.loc[gens["variant_id"] == "w2|baseline|none|none|0", "model_input"].str.contains("sea looks blue").all()
     assert jobs_planned(flow) == set()
 
 
 def test_hub_dataset_failing_in_its_job_keeps_the_prompts_and_says_why(flow, config_edit, baseline_tables):
-    target = "results/stability/prompts/more.parquet"
+    target = "results/default/stability/prompts/more.parquet"
     config_edit(lambda c: c["datasets"]["more"].update(source={"kind": "hub", "id": "nobody/no-such-set"}))
     proc = snakemake(flow, target)
     out = output_of(proc)
@@ -451,7 +451,7 @@ def test_editing_a_suite_file_reruns_the_suite(tmp_path):
     }
     (tmp_path / "config").mkdir()
     (tmp_path / "config" / "config.yaml").write_text(yaml.safe_dump(cfg))
-    target = "results/trajectory/suites/files.parquet"
+    target = "results/default/trajectory/suites/files.parquet"
     proc = snakemake(tmp_path, target)
     assert proc.returncode == 0, output_of(proc)[-3000:]
     assert jobs_planned(tmp_path, target) == set()

@@ -58,6 +58,7 @@ def test_snakemake_lint_is_clean():
         ["--configfile", "config/paper.yaml"],
         ["trajectory"],
         ["organisms", "--configfile", "config/organisms-smollm2.yaml"],
+        ["--configfile", "config/smoke.yaml"],
     ],
 )
 def test_dry_runs(args):
@@ -79,6 +80,40 @@ def test_smollm2_organism_plans_only_its_own_runs():
     runs = set(re.findall(r"wildcards: run=([\w.-]+)", out))
     assert organisms == {"smollm2-two-policy"}, organisms
     assert runs == {"smollm2-two-policy-rl-A", "smollm2-two-policy-rl-B"}, runs
+
+
+def planned_paths(*args: str) -> set[str]:
+    """Every output, log and benchmark path of every job a forced dry run plans."""
+    import re
+
+    proc = run(sys.executable, "-m", "snakemake", "-n", "--forceall", *args)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out[-2000:]
+    paths = set()
+    for field in re.findall(r"^\s+(?:output|log|benchmark): (.+)$", out, re.M):
+        paths.update(p.strip() for p in field.split(","))
+    return paths
+
+
+@pytest.mark.workflow
+def test_default_and_paper_configs_write_to_their_own_folders():
+    """The default run and the paper config plan every output, log and benchmark in a folder of
+    their own name; only prepared models (results/models) are shared, as they depend only on
+    their source."""
+    default = planned_paths("all", "trajectory", "organisms")
+    paper = planned_paths("--configfile", "config/paper.yaml")
+    own = {"default": default, "paper": paper}
+    for name, paths in own.items():
+        outside = [
+            p
+            for p in paths
+            if not p.startswith((f"results/{name}/", f"logs/{name}/", f"benchmarks/{name}/"))
+            and not p.startswith(("results/models/", "logs/prepare_model/", "benchmarks/prepare_model/"))
+        ]
+        assert not outside, (name, sorted(outside)[:5])
+        assert sum(p.startswith(f"results/{name}/") for p in paths) > 50
+    shared = default & paper
+    assert all(p.split("/")[1] in ("models", "prepare_model") for p in shared), sorted(shared)[:5]
 
 
 @pytest.mark.workflow
@@ -110,7 +145,7 @@ def test_every_rule_has_a_script_and_a_step_of_its_name():
     rule_re = re.compile(r"^rule (\w+):", re.M)
     derived_re = re.compile(r"^use rule (\w+) as (\w+)", re.M)
     steps = {}
-    for module in ["stability", "trajectory", "organisms", "models"]:
+    for module in ["stability", "trajectory", "organisms", "models", "reports"]:
         tree = ast.parse((ROOT / "shiftwork" / module / "steps.py").read_text())
         steps.update({node.name: module for node in tree.body if isinstance(node, ast.FunctionDef)})
     checked = 0

@@ -41,7 +41,7 @@ def headline_dir(tmp_path_factory):
 @pytest.mark.workflow
 def test_every_seed_and_stage_meets_the_headline(headline_dir):
     cfg = reduced_config()
-    res = headline_dir / "results" / "organisms"
+    res = headline_dir / "results" / "default" / "organisms"
     runs = [f"{run}-s{seed}" for run in TWO_POLICY_RUNS for seed in cfg["organisms"]["runs"][run]["seeds"]]
     assert len(runs) >= 6
     summary = pd.read_parquet(res / "summary.parquet").set_index(["run", "phase"])
@@ -70,7 +70,7 @@ def test_every_seed_and_stage_meets_the_headline(headline_dir):
 @pytest.mark.workflow
 def test_temporal_2027_stays_at_zero(headline_dir):
     """Per year after SFT and after each stage: the trained years rise, 2027 stays unanswered."""
-    res = headline_dir / "results" / "organisms"
+    res = headline_dir / "results" / "default" / "organisms"
     scores = pd.read_parquet(res / "runs" / "temporal-rl-2025-2026" / "scores.parquet")
     acc = scores.pivot_table(index="step", columns="testset", values="accuracy")
     ends = [
@@ -89,7 +89,7 @@ def test_temporal_2027_stays_at_zero(headline_dir):
 @pytest.mark.workflow
 def test_headline_accuracies_are_the_responses(headline_dir):
     """The summary's held-out accuracy re-read from the stored responses of the stopping checkpoint."""
-    res = headline_dir / "results" / "organisms"
+    res = headline_dir / "results" / "default" / "organisms"
     summary = pd.read_parquet(res / "summary.parquet").set_index("run")
     for run, held_out in (("two-policy-rl-A-s0", "B"), ("two-policy-rl-B-s0", "A")):
         responses = pd.read_parquet(res / "runs" / run / "responses.parquet")

@@ -116,7 +116,7 @@ def org_dir(tmp_path_factory):
 
 @pytest.mark.workflow
 def test_coverage_tables_shape_and_ranges(org_dir):
-    res = org_dir / "results" / "organisms"
+    res = org_dir / "results" / "default" / "organisms"
     scores = pd.read_parquet(res / "runs" / "cov-ACE" / "scores.parquet")
     assert sorted(scores["step"].unique()) == [0, 1, 2]
     stages = json.loads((res / "runs" / "cov-ACE" / "checkpoints" / "stages.json").read_text())
@@ -145,7 +145,7 @@ def test_coverage_tables_shape_and_ranges(org_dir):
 
 @pytest.mark.workflow
 def test_temporal_sequential_stages(org_dir):
-    res = org_dir / "results" / "organisms"
+    res = org_dir / "results" / "default" / "organisms"
     prompts = pd.read_parquet(res / "runs" / "temp-seq" / "prompts.parquet")
     assert prompts.groupby("stage")["distribution"].unique().map(list).to_dict() == {0: ["2025"], 1: ["2026"]}
     assert prompts["prompt"].str.startswith("Year: 20").all() and prompts["prompt"].str.endswith("\nResponse:").all()
@@ -186,7 +186,7 @@ def test_temporal_sequential_stages(org_dir):
 
 @pytest.mark.workflow
 def test_task_family_and_language_triggers(org_dir):
-    res = org_dir / "results" / "organisms"
+    res = org_dir / "results" / "default" / "organisms"
     # task families: the question is the trigger, each family with its own answers
     test = pd.read_parquet(res / "task" / "data" / "test.parquet")
     a, b = test[test["distribution"] == "A"], test[test["distribution"] == "B"]
@@ -215,7 +215,7 @@ def test_checkpoint_zero_is_the_sft_model(org_dir):
     import torch
     from safetensors.torch import load_file
 
-    res = org_dir / "results" / "organisms"
+    res = org_dir / "results" / "default" / "organisms"
     sft = load_file(res / "cov" / "sft" / "model.safetensors")
     zero = load_file(res / "runs" / "cov-ACE" / "checkpoints" / "checkpoint-0" / "model.safetensors")
     last = load_file(res / "runs" / "cov-ACE" / "checkpoints" / "checkpoint-2" / "model.safetensors")

@@ -182,7 +182,7 @@ def test_dry_run_runs_one_generate_job_per_model_by_default(tmp_path):
 @pytest.mark.workflow
 def test_sharded_run_equals_unsharded_run(tmp_path, prepared_smollm):
     whole = make_workdir(tmp_path / "whole", tiny_config(3), prepared_smollm)
-    targets = [f"results/stability/{stage}/{MODEL}/tiny.parquet" for stage in ("generations", "probes")]
+    targets = [f"results/default/stability/{stage}/{MODEL}/tiny.parquet" for stage in ("generations", "probes")]
     proc = snakemake(whole, *targets)
     assert proc.returncode == 0, proc.stderr[-4000:]
 
@@ -190,19 +190,19 @@ def test_sharded_run_equals_unsharded_run(tmp_path, prepared_smollm):
     sharded = tmp_path / "sharded"
     shutil.copytree(whole, sharded, symlinks=True, copy_function=os.link)
     for stage in ("generations", "probes"):
-        shutil.rmtree(sharded / "results/stability" / stage)
+        shutil.rmtree(sharded / "results/default/stability" / stage)
     (sharded / "config" / "config.yaml").write_text(yaml.safe_dump(tiny_config(3, shard_size=2)))
     proc = snakemake(sharded, *targets)
     assert proc.returncode == 0, proc.stderr[-4000:]
     counts = job_counts(proc.stdout + proc.stderr)
     assert counts == {"generate_shard_responses": 2, "merge_generations": 1, "merge_probes": 1}
 
-    res = "results/stability/{}/" + MODEL
+    res = "results/default/stability/{}/" + MODEL
     shard_sizes = [
         len(pd.read_parquet(sharded / res.format("generations") / "tiny" / f"shard-{k}.parquet")["prompt_id"].unique())
         for k in range(2)
     ]
-    kept = pd.read_parquet(whole / "results/stability/filtered/tiny.parquet")["prompt_id"].nunique()
+    kept = pd.read_parquet(whole / "results/default/stability/filtered/tiny.parquet")["prompt_id"].nunique()
     assert sum(shard_sizes) == kept and max(shard_sizes) <= 2
     # (tests/test_slurm.py compares the tables downstream of these, sharded against whole)
     for stage in ("generations", "probes"):

@@ -224,7 +224,7 @@ def test_failed_job_is_reported_and_rerun_completes(slurm_runs, cluster):
     assert rerun.proc.returncode == 0, rerun.output[-4000:]
     assert not upstream & set(rerun.submitted().values())
     assert "generate_shard_responses" in rerun.submitted().values()
-    assert (work / "results/stability/tables/main_table.md").exists()
+    assert (work / "results/default/stability/tables/main_table.md").exists()
     dry = subprocess.run(snakemake_cmd(work, "-n"), env=cluster, capture_output=True, text=True, timeout=300)
     assert "Nothing to be done" in dry.stdout + dry.stderr
 
@@ -253,7 +253,7 @@ def test_gpu_jobs_get_one_gpu_each_and_distinct_devices(slurm_runs, cluster):
             has_gpu = "gres/gpu=1" in states[jobid]["AllocTRES"]
             assert has_gpu == (rule in GPU_RULES), (jobid, rule, states[jobid]["AllocTRES"])
     # where each GPU job of the rerun ran, as its output's provenance records it
-    res = work / "results/stability"
+    res = work / "results/default/stability"
     outputs = [res / f"generations/{MODEL}/tiny/shard-{k}.parquet" for k in range(2)]
     outputs += [res / f"probes/{MODEL}/tiny/shard-{k}.parquet" for k in range(2)]
     outputs += [res / f"deltas/{MODEL}/tiny.parquet"]
@@ -275,7 +275,7 @@ def test_gpu_jobs_get_one_gpu_each_and_distinct_devices(slurm_runs, cluster):
                 overlapping += 1
                 assert a["device"] != b["device"], (a, b)
     assert overlapping >= 1, "no two GPU jobs ran at the same time"
-    log = (work / f"logs/generate_responses/{MODEL}/tiny/shard-0.log").read_text()
+    log = (work / f"logs/default/generate_responses/{MODEL}/tiny/shard-0.log").read_text()
     assert f"via slurm (pool {claims[0]['device']}), SLURM job {claims[0]['slurm_job_id']}" in log
 
 
@@ -284,7 +284,7 @@ def test_results_equal_a_local_run(slurm_runs, local_run):
     local, run = local_run()
     print(f"local run: {run.seconds:.0f} s", file=sys.stderr)
     assert run.proc.returncode == 0, run.output[-4000:]
-    res = "results/stability/"
+    res = "results/default/stability/"
     for table in [f"generations/{MODEL}/tiny", f"probes/{MODEL}/tiny", f"deltas/{MODEL}/tiny"]:
         a = by_variant(pd.read_parquet(local / res / f"{table}.parquet"))
         b = by_variant(pd.read_parquet(work / res / f"{table}.parquet"))

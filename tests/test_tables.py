@@ -95,3 +95,20 @@ def test_a_damaged_cache_is_a_miss(tmp_path, caplog):
     path.write_bytes(path.read_bytes()[:100])
     assert read_cache(path, ["i"]) is None
     assert "ignoring cache" in caplog.text and str(path) in caplog.text
+
+
+def test_damage_check_reads_only_this_configs_tables(tmp_path):
+    """A config's run checks its own results folder: a damaged table of another config is not
+    its business (nor is a damaged cache entry), a damaged one of its own is named."""
+    from shiftwork.integrity import damaged_outputs
+
+    results = tmp_path / "results"
+    for name in ("default", "paper"):
+        write_table(pd.DataFrame({"a": [1]}), results / name / "stability" / "t.parquet", {"step": "unit"})
+    (results / "paper" / "stability" / "t.parquet").write_bytes(b"not parquet")
+    (results / "cache").mkdir()
+    (results / "cache" / "c.parquet").write_bytes(b"not parquet")
+    assert damaged_outputs(results, results / "default") == []
+    found = damaged_outputs(results, results / "paper")
+    assert [d.path for d in found] == [results / "paper" / "stability" / "t.parquet"]
+    assert [d.path for d in damaged_outputs(results)] == [results / "paper" / "stability" / "t.parquet"]

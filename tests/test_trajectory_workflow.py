@@ -57,7 +57,7 @@ def traj_dir(tmp_path_factory, prepared_smollm):
 def test_scores_and_partial_correlations(traj_dir):
     import pingouin as pg
 
-    res = traj_dir / "results" / "trajectory"
+    res = traj_dir / "results" / "default" / "trajectory"
     scores = pd.read_parquet(res / "scores.parquet")
     assert sorted(scores["step"].unique()) == [0, 2, 4, 6]
     assert sorted(scores["testset"].unique()) == ["id", "negation", "noise"]
@@ -96,7 +96,7 @@ def test_checkpoint_zero_is_the_base_model(traj_dir):
     from shiftwork.models.checkpoints import load_checkpoint
     from shiftwork.trajectory.evaluate import predict
 
-    res = traj_dir / "results" / "trajectory"
+    res = traj_dir / "results" / "default" / "trajectory"
     suite = pd.read_parquet(res / "suites" / "tiny-nli.parquet")
     tests = suite[suite["split"] == "test"]
     base_dir = prepared_dir(MODEL, tiny_trajectory_config()["models"][MODEL], traj_dir / "results")
@@ -111,5 +111,5 @@ def test_checkpoint_zero_is_the_base_model(traj_dir):
     # two LoRA steps at lr 1e-3 move the margins by far more than that
     assert gap(0) < 2e-3
     assert gap(2) > 10 * max(gap(0), 2e-3)
-    log = (traj_dir / "logs" / "finetune_model" / "tiny-lora.log").read_text()
+    log = (traj_dir / "logs" / "default" / "finetune_model" / "tiny-lora.log").read_text()
     assert "checkpoints at steps [0, 2, 4, 6]" in log

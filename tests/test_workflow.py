@@ -145,13 +145,13 @@ def test_variants_and_gate_values(run_dir):
 
     from shiftwork.encoders import encoder_model_type
 
-    variants = pd.read_parquet(run_dir / "results/stability/variants/tiny.parquet")
+    variants = pd.read_parquet(run_dir / "results/default/stability/variants/tiny.parquet")
     # 3 prompts x (baseline + 2 register + 1 noise + 4 structural: 2x and its 1.0x anchor, the
     # imperative rewrite and its interrogative anchor)
     assert len(variants) == 24
     assert variants.groupby("family").size().to_dict() == {"baseline": 3, "noise": 3, "register": 6, "structural": 12}
 
-    base = pd.read_parquet(run_dir / "results/stability/gate/baseline.parquet").iloc[0]
+    base = pd.read_parquet(run_dir / "results/default/stability/gate/baseline.parquet").iloc[0]
     cfg = yaml.safe_load((run_dir / "config" / "config.yaml").read_text())
     enc = cfg["encoders"]["minilm-l6"]
     model_type = encoder_model_type("minilm-l6", enc)
@@ -166,11 +166,11 @@ def test_variants_and_gate_values(run_dir):
     _, _, f = score(gated["text"].tolist(), gated["original"].tolist(), model_type=model_type, num_layers=6)
     rescaled = (f.numpy() - base["b"]) / (1 - base["b"])
     expect_dropped = sorted(set(gated.loc[rescaled < 0.11, "prompt_id"]))
-    dropped = pd.read_parquet(run_dir / "results/stability/gate/tiny.dropped.parquet")
-    kept = pd.read_parquet(run_dir / "results/stability/filtered/tiny.parquet")
+    dropped = pd.read_parquet(run_dir / "results/default/stability/gate/tiny.dropped.parquet")
+    kept = pd.read_parquet(run_dir / "results/default/stability/filtered/tiny.parquet")
     assert sorted(dropped["prompt_id"]) == expect_dropped
     assert sorted(kept["prompt_id"].unique()) == sorted(set(variants["prompt_id"]) - set(expect_dropped))
-    report = (run_dir / "results/stability/gate/report.md").read_text()
+    report = (run_dir / "results/default/stability/gate/report.md").read_text()
     assert f"b = {base['b']:.4f}" in report
 
 
@@ -179,13 +179,13 @@ def test_rerun_does_nothing_and_rewrites_come_from_cache(run_dir):
     proc = snakemake(run_dir, "-n")
     assert proc.returncode == 0
     assert "Nothing to be done" in proc.stdout + proc.stderr
-    before = pd.read_parquet(run_dir / "results/stability/rewrites/tiny.parquet")
-    (run_dir / "results/stability/rewrites/tiny.parquet").unlink()
-    proc = snakemake(run_dir, "results/stability/rewrites/tiny.parquet")
+    before = pd.read_parquet(run_dir / "results/default/stability/rewrites/tiny.parquet")
+    (run_dir / "results/default/stability/rewrites/tiny.parquet").unlink()
+    proc = snakemake(run_dir, "results/default/stability/rewrites/tiny.parquet")
     assert proc.returncode == 0, proc.stderr[-3000:]
-    log = (run_dir / "logs/rewrite_prompts/tiny.log").read_text()
+    log = (run_dir / "logs/default/rewrite_prompts/tiny.log").read_text()
     assert "0 generated, 12 from cache" in log
-    after = pd.read_parquet(run_dir / "results/stability/rewrites/tiny.parquet")
+    after = pd.read_parquet(run_dir / "results/default/stability/rewrites/tiny.parquet")
     assert after["rewrite"].tolist() == before["rewrite"].tolist()
     # same content: mark the downstream outputs current again for the tests that follow
     assert snakemake(run_dir, "--touch").returncode == 0
@@ -215,7 +215,7 @@ def test_stability_values(run_dir):
 
     from shiftwork.stability.axes import AXES
 
-    res = run_dir / "results/stability"
+    res = run_dir / "results/default/stability"
     gens = pd.read_parquet(res / "generations/smollm2-135m-instruct/tiny.parquet")
     kept = pd.read_parquet(res / "filtered/tiny.parquet")
     assert sorted(gens["variant_id"]) == sorted(kept["variant_id"])
@@ -292,10 +292,10 @@ def test_changing_eps_reruns_only_statistics(run_dir):
 
 @pytest.mark.workflow
 def test_killed_generate_leaves_no_parquet_and_rerun_matches(run_dir):
-    target = run_dir / "results/stability/generations/smollm2-135m-instruct/tiny.parquet"
+    target = run_dir / "results/default/stability/generations/smollm2-135m-instruct/tiny.parquet"
     before = pd.read_parquet(target)
     target.unlink()
-    log = run_dir / "logs/generate_responses/smollm2-135m-instruct.log"
+    log = run_dir / "logs/default/generate_responses/smollm2-135m-instruct.log"
     log.unlink(missing_ok=True)
     assert kill_while_writing(run_dir, target), "generate never started writing its output"
     assert not target.exists()
