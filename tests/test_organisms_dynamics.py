@@ -269,3 +269,17 @@ def test_plot_validates_and_leaves_nothing(tmp_path: Path):
     with pytest.raises(ValueError):
         plot_dynamics(traj, ["Alice", "Bob"], tmp_path / "a.png", tmp_path / "a.svg", held_out=[0.5])
     assert list(tmp_path.iterdir()) == []
+
+
+def test_plot_legend_sits_below_the_axes(monkeypatch):
+    from shiftwork.organisms import dynamics
+
+    got = []
+    monkeypatch.setattr(dynamics, "save_figure", lambda fig, png, svg: got.append(fig))
+    traj = simulate([0.7, 0.3], [0.9, 1.0], 50, 0.1)
+    plot_dynamics(traj, ["Alice", "Bob"], "d.png", "d.svg", held_out=held_out_accuracy(traj, [0, 1]))
+    ax = got[0].axes[0]
+    legend = ax.get_legend()
+    got[0].canvas.draw()
+    assert legend.get_window_extent().y1 <= ax.get_window_extent().y0  # below the data area, hiding nothing
+    assert [t.get_text() for t in legend.get_texts()] == ["w[Alice]", "w[Bob]", "held-out accuracy"]

@@ -211,6 +211,92 @@ def test_family_plot_writes_png_and_svg(tmp_path):
     _assert_figure_files(png, svg)
 
 
+def _capture(monkeypatch, module) -> list:
+    """Replace ``module.save_figure`` by a recorder of the figure's axes (nothing is written)."""
+    got: list = []
+
+    def record(fig, out_png, out_svg):
+        got.append([ax for ax in fig.axes if ax.get_visible()])
+
+    monkeypatch.setattr(module, "save_figure", record)
+    return got
+
+
+def test_heatmap_cells_scale_each_axis_and_take_stars_from_the_tests():
+    total = make_total()  # model_a: 0.1 (i + 1) per axis, model_b half of it
+    total.loc[1, "Prob"] = np.nan
+    tests = make_tests(total, ["model"], {("model_a", "BLEU"): 0.0004, ("model_b", "Act"): 0.03})
+    cells = rep.heatmap_cells(total, tests, eps=0.05).set_index(["model", "axis"])
+    # each axis on its own scale: model_a holds every axis's largest value
+    assert cells.loc[("model_a", "MR"), "scaled"] == pytest.approx(1.0)
+    assert cells.loc[("model_b", "MR"), "scaled"] == pytest.approx(0.5)
+    assert cells.loc[("model_b", "Act"), "scaled"] == pytest.approx(0.5)
+    assert np.isnan(cells.loc[("model_b", "Prob"), "scaled"]) and cells.loc[("model_a", "Prob"), "scaled"] == 1.0
+    assert cells.loc[("model_a", "BLEU"), "marker"] == "***"
+    assert cells.loc[("model_b", "Act"), "marker"] == "*"
+    assert cells.loc[("model_a", "Act"), "marker"] == ""  # p = 0.5
+    assert cells.loc[("model_a", "BLEU"), "p"] == pytest.approx(0.0004)  # eps 0.05, not the decoy at 0.1
+    assert (rep.heatmap_cells(total)["marker"] == "").all()
+    with pytest.raises(ValueError, match="say which one"):
+        rep.heatmap_cells(total, tests)
+    with pytest.raises(ValueError, match="no row at eps 0.2"):
+        rep.heatmap_cells(total, tests, eps=0.2)
+
+
+def test_heatmap_draws_per_axis_colours_values_and_stars(monkeypatch):
+    total = make_total()
+    tests = make_tests(total, ["model"], {("model_a", "BLEU"): 0.0004, ("model_b", "Ent"): 0.004})
+    got = _capture(monkeypatch, rep)
+    rep.heatmap(total, "h.png", "h.svg", tests, 0.05)
+    ax = got[0][0]
+    drawn = np.asarray(ax.images[0].get_array())
+    want = rep.heatmap_cells(total, tests, 0.05)["scaled"].to_numpy().reshape(2, len(AXES))
+    np.testing.assert_allclose(drawn, want)
+    texts = [t.get_text() for t in ax.texts]
+    assert "0.200***" in texts and "0.250**" in texts and "0.100" in texts
+    assert "one-sided one-sample t-test" in ax.get_title() and "eps = 0.05" in ax.get_title()
+    assert "no multiple-comparison correction" in ax.get_title()
+    assert [t.get_text() for t in ax.get_xticklabels()][1] == "BLEU\n(max 0.2)"
+
+
+def test_family_intervals_by_hand_and_against_scipy():
+    from scipy import stats as sps
+
+    curves = stats.strength_curves(_strength_deltas())
+    got = rep.family_intervals(curves).set_index("strength", drop=False)
+    # per-prompt pooled values (test_strength_curves_by_hand): -10: 0.175, 0.325; 10: 0.15, 0.0
+    at = got[got["strength"] == -10.0].iloc[0]
+    low, high = sps.t.interval(0.95, 1, loc=0.25, scale=sps.sem([0.175, 0.325]))
+    assert at["mean"] == pytest.approx(0.25)
+    assert (at["low"], at["high"]) == pytest.approx((low, high))
+    assert at["half"] == pytest.approx(12.7062047 * math.sqrt(0.01125) / math.sqrt(2), rel=1e-6)
+    whole = got[got["strength"].isna()].iloc[0]
+    # the family: mean of the settings' means; SD the mean of their SDs (both sqrt(0.01125)), n 2
+    assert whole["mean"] == pytest.approx((0.25 + 0.075) / 2)
+    assert whole["half"] == pytest.approx(at["half"])
+    assert (whole["n_prompts"], whole["n_settings"]) == (2, 2)
+
+
+def test_family_plot_draws_the_intervals_and_labels_the_sign(monkeypatch):
+    curves = stats.strength_curves(_strength_deltas())
+    got = _capture(monkeypatch, rep)
+    rep.family_plot(_breakdown(), "f.png", "f.svg", strength=curves)
+    left, right = got[0]
+    want = rep.family_intervals(curves)
+    reg = want[want["strength"].notna()].sort_values("strength")
+    (container,) = right.containers
+    segments = container.lines[2][0].get_segments()
+    np.testing.assert_allclose([s[0][1] for s in segments], reg["low"])
+    np.testing.assert_allclose([s[1][1] for s in segments], reg["high"])
+    assert "negative: rude, positive: polite" in right.get_xlabel()
+    assert right.get_ylim()[0] == 0.0 and right.get_ylim()[1] > reg["high"].max()
+    from matplotlib.container import BarContainer
+
+    (bars,) = [c for c in left.containers if isinstance(c, BarContainer)]  # the one model's bars
+    assert [p.get_height() for p in bars.patches] == pytest.approx([want[want["strength"].isna()]["mean"].iloc[0]])
+    assert "t-interval over prompts" in right.figure._suptitle.get_text()
+
+
 def test_figures_close_after_saving(tmp_path):
     import matplotlib.pyplot as plt
 

@@ -299,9 +299,15 @@ def test_heatmap_note_in_the_title_and_curves_chance_line_and_outside_legend(cap
     rep.curve_plot(scores, "c.png", "c.svg")
     curves = captured.figs[1]
     assert curves["axis_legends"] == [None, None]  # no legend inside a panel
-    assert curves["legends"] == [["id (ID)", "a", "b", "c", "chance"]]
+    assert curves["legends"] == [["id (ID)", "a", "b", "c", "chance (0.5)"]]
     for lines in curves["lines"]:
         assert ("--", [0.5, 0.5]) in lines
+
+
+def test_chance_is_one_over_the_number_of_labels():
+    from shiftwork.trajectory.suite import LABELS
+
+    assert LABELS == ("entailment", "not_entailment") and rep.CHANCE == 0.5
 
 
 def test_figures_and_tables_are_written(tmp_path):

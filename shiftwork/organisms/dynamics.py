@@ -264,8 +264,9 @@ def plot_dynamics(
     """Plot the mixture weights over steps, one line per policy, and write PNG and SVG.
 
     ``trajectory`` is ``(T, K)``, ``names`` has ``K`` labels. When ``held_out`` (length ``T``) is
-    given it is drawn dashed on a second y axis as the held-out accuracy. PNG at dpi 150; each file
-    written atomically. Returns the two target paths.
+    given it is drawn dashed on a second y axis as the held-out accuracy: the mixture's expected
+    accuracy, computed, not sampled, so it has no sampling interval. The legend sits below the
+    axes. PNG at dpi 150; each file written atomically. Returns the two target paths.
     """
     traj = np.asarray(trajectory, dtype=float)
     if traj.ndim != 2 or traj.shape[0] == 0 or traj.shape[1] == 0:
@@ -298,7 +299,8 @@ def plot_dynamics(
             ax2.set_ylim(-0.02, 1.02)
             handles.append(line)
             labels.append(line.get_label())
-        ax.legend(handles, labels, loc="center right", frameon=False)
+        # below the axes: inside, the legend covered the curves wherever they crossed its corner
+        ax.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=len(labels), frameon=False)
         ax.set_title("Mixture weights under RL on the training distribution")
         fig.tight_layout()
         save_figure(fig, png, svg)

@@ -61,34 +61,62 @@ def _top_identity(identities: pd.DataFrame) -> pd.DataFrame:
     ]
 
 
+def accuracy_bands(scores: pd.DataFrame, confidence: float = 0.95) -> pd.DataFrame:
+    """``scores`` (one row per step and test set: ``accuracy`` over ``n`` sampled responses) with
+    the Wilson interval of each accuracy, ``low`` and ``high``
+    (:func:`shiftwork.reports.intervals.wilson_interval`). Rows without ``n`` (a table that lacks
+    the column, or a missing value) get NaN bounds."""
+    from shiftwork.reports.intervals import wilson_interval
+
+    require_columns(scores, ("accuracy",), "scores table")
+    n = scores["n"] if "n" in scores else pd.Series(float("nan"), index=scores.index)
+    n = pd.to_numeric(n, errors="coerce").fillna(0.0)
+    low, high = wilson_interval(scores["accuracy"].astype(float), n, confidence)
+    return scores.assign(low=low, high=high)
+
+
 def run_figure(
     scores: pd.DataFrame,
     identities: pd.DataFrame,
     setting: Setting,
     out_png: str | os.PathLike,
     out_svg: str | os.PathLike,
+    confidence: float = 0.95,
 ) -> None:
-    """Two panels over RL steps, one line per distribution: accuracy, and the trained-policy share
-    (trained distributions drawn solid, the others dashed)."""
+    """Two panels over RL steps, one line per distribution: accuracy with a shaded Wilson
+    ``confidence`` interval from its ``n`` sampled responses (:func:`accuracy_bands`), and the
+    trained-policy share (trained distributions drawn solid, the others dashed). One legend for
+    the figure, outside the panels."""
     require_columns(scores, ("step", "testset", "accuracy", "role"), "scores table")
     trained = sorted(scores.loc[scores["role"] == "id", "testset"].unique().tolist())
     share = trained_policy_share(identities, trained_policies(setting, trained))
-    fig, axes = plt.subplots(1, 2, figsize=(10, 3.8), sharex=True)
+    bands = accuracy_bands(scores, confidence)
+    fig, axes = plt.subplots(1, 2, figsize=(11, 3.9), sharex=True, layout="constrained")
     try:
-        for dist in setting.distributions:
+        for k, dist in enumerate(setting.distributions):
+            colour = f"C{k % 10}"
             style = "-" if dist in trained else "--"
-            acc = scores[scores["testset"] == dist].sort_values("step")
-            axes[0].plot(acc["step"], acc["accuracy"], style, marker="o", ms=3, label=dist)
+            acc = bands[bands["testset"] == dist].sort_values("step")
+            axes[0].fill_between(acc["step"], acc["low"], acc["high"], color=colour, alpha=0.25, linewidth=0)
+            axes[0].plot(acc["step"], acc["accuracy"], style, color=colour, marker="o", ms=3, label=dist)
             sh = share[share["distribution"] == dist].sort_values("step")
-            axes[1].plot(sh["step"], sh["trained_policy_share"], style, marker="o", ms=3, label=dist)
-        axes[0].set_ylabel("accuracy (sampled)")
-        axes[1].set_ylabel("share stating a policy that answers on " + "+".join(trained))
+            axes[1].plot(sh["step"], sh["trained_policy_share"], style, color=colour, marker="o", ms=3, label=dist)
+        axes[0].set_ylabel(f"accuracy (sampled), {confidence:.0%} Wilson band")
+        axes[1].set_ylabel("share stating a policy that answers on\n" + "+".join(trained))
         for ax in axes:
             ax.set_xlabel("RL step")
             ax.set_ylim(-0.03, 1.03)
-        axes[1].legend(title="distribution (dashed: not trained)", fontsize=7, ncol=2, frameon=False)
+        handles, labels = axes[0].get_legend_handles_labels()
+        fig.legend(
+            handles,
+            labels,
+            title="distribution\n(dashed: not trained)",
+            fontsize=7,
+            title_fontsize=8,
+            loc="outside right upper",
+            frameon=False,
+        )
         fig.suptitle(f"{setting.name}: RL on {', '.join(trained)}")
-        fig.tight_layout()
         save_figure(fig, out_png, out_svg)
     finally:
         plt.close(fig)

@@ -319,37 +319,104 @@ def write_significance_tables(
 # --------------------------------------------------------------------------- figures
 
 
-def heatmap(total: pd.DataFrame, out_png: str | os.PathLike, out_svg: str | os.PathLike) -> None:
-    """Models x axes heatmap of the total SGS, each cell annotated with its value.
+def heatmap_cells(total: pd.DataFrame, tests: pd.DataFrame | None = None, eps: float | None = None) -> pd.DataFrame:
+    """What the SGS heatmap draws: one row per model (in table order) and axis (:data:`AXES` order).
 
-    ``total`` is :func:`shiftwork.stability.stats.total_sgs`. Missing values are left blank and
-    annotated ``n/a``. Saved as PNG (dpi 150) and SVG, atomically; the figure is closed.
+    ``sgs`` is the model's total SGS on the axis; ``scaled`` is ``sgs`` divided by the largest SGS
+    of that axis over the models (the cell's colour: every axis on its own scale, its largest cell
+    1; an axis whose values are all 0 gets 0; a missing SGS stays NaN). With ``tests``
+    (:func:`shiftwork.stability.stats.ttests` by model) the rows at ``eps`` give ``p`` and
+    ``marker`` (``"*"`` to ``"***"``; ``""`` when not significant, untested or unobserved);
+    ``eps`` may be omitted when ``tests`` holds one eps only. Without ``tests`` both are empty.
+    Columns: model, axis, sgs, scaled, p, marker.
     """
     require_columns(total, ["model", *AXES], "heatmap(total)")
+    values = total[list(AXES)].to_numpy(dtype=float)
+    with np.errstate(all="ignore"):
+        top = np.nanmax(np.where(np.isfinite(values), values, -np.inf), axis=0)
+        scaled = np.where(top > 0, values / np.where(top > 0, top, 1.0), np.where(np.isfinite(values), 0.0, np.nan))
+    models = [str(m) for m in total["model"]]
+    cells = pd.DataFrame(
+        {
+            "model": np.repeat(models, len(AXES)),
+            "axis": np.tile(list(AXES), len(models)),
+            "sgs": values.ravel(),
+            "scaled": scaled.ravel(),
+        }
+    )
+    cells["p"], cells["marker"] = np.nan, ""
+    if tests is None:
+        return cells
+    require_columns(tests, ["model", "axis", "eps", "p", "marker"], "heatmap(tests)")
+    levels = sorted(tests["eps"].astype(float).unique())
+    if eps is None:
+        if len(levels) != 1:
+            raise ValueError(f"heatmap: the tests hold eps {levels}; say which one the stars are for")
+        eps = levels[0]
+    at = tests[np.isclose(tests["eps"].astype(float), float(eps))]
+    if at.empty:
+        raise ValueError(f"heatmap: the tests have no row at eps {eps:g} (they hold {levels})")
+    at = at.assign(model=at["model"].astype(str)).set_index(["model", "axis"])
+    keys = list(zip(cells["model"], cells["axis"]))
+    missing = [k for k, v in zip(keys, cells["sgs"]) if k not in at.index and np.isfinite(v)]
+    if missing:
+        raise ValueError(f"heatmap: the tests at eps {eps:g} lack (model, axis) {missing[:5]}")
+    cells["p"] = [float(at.at[k, "p"]) if k in at.index else np.nan for k in keys]
+    cells["marker"] = [str(at.at[k, "marker"]) if k in at.index else "" for k in keys]
+    cells.attrs["eps"] = float(eps)
+    return cells
+
+
+def heatmap(
+    total: pd.DataFrame,
+    out_png: str | os.PathLike,
+    out_svg: str | os.PathLike,
+    tests: pd.DataFrame | None = None,
+    eps: float | None = None,
+) -> None:
+    """Models x axes heatmap of the total SGS, each axis (column) on its own colour scale.
+
+    A cell's colour is its SGS divided by the largest SGS of its axis (:func:`heatmap_cells`), so
+    BLEU's large values do not flatten the small axes; each column's label names that largest
+    value and every cell is annotated with its SGS. With ``tests`` (the study's one-sided t-tests
+    by model, :func:`shiftwork.stability.stats.ttests`) each value carries its significance stars
+    at ``eps``, explained under the title. ``total`` is
+    :func:`shiftwork.stability.stats.total_sgs`. Missing values are grey and annotated ``n/a``.
+    Saved as PNG (dpi 150) and SVG, atomically; the figure is closed.
+    """
     if total.empty:
         raise ValueError("heatmap(total): the table has no rows")
+    cells = heatmap_cells(total, tests, eps)
     models = [str(m) for m in total["model"]]
-    values = total[list(AXES)].to_numpy(dtype=float)
-    masked = np.ma.masked_invalid(values)
-    vmax = float(masked.max()) if masked.count() else 1.0
-    vmax = vmax if vmax > 0 else 1.0
-    fig, ax = plt.subplots(figsize=(1.2 * len(AXES) + 2.5, 0.55 * len(models) + 1.8))
+    shape = (len(models), len(AXES))
+    scaled = cells["scaled"].to_numpy(dtype=float).reshape(shape)
+    sgs = cells["sgs"].to_numpy(dtype=float).reshape(shape)
+    markers = cells["marker"].to_numpy().reshape(shape)
+    tops = [float(np.nanmax(c)) if np.isfinite(c).any() else np.nan for c in sgs.T]
+    fig, ax = plt.subplots(figsize=(1.25 * len(AXES) + 3.2, 0.55 * len(models) + 2.4), layout="constrained")
     try:
         cmap = plt.get_cmap("viridis").with_extremes(bad="#dddddd")
-        image = ax.imshow(masked, cmap=cmap, vmin=0.0, vmax=vmax, aspect="auto")
-        ax.set_xticks(range(len(AXES)), labels=list(AXES))
+        image = ax.imshow(np.ma.masked_invalid(scaled), cmap=cmap, vmin=0.0, vmax=1.0, aspect="auto")
+        labels = [f"{a}\n(max {t:.3g})" if np.isfinite(t) else f"{a}\n(n/a)" for a, t in zip(AXES, tops)]
+        ax.set_xticks(range(len(AXES)), labels=labels)
         ax.set_yticks(range(len(models)), labels=models)
-        ax.set_xlabel("behaviour axis")
+        ax.set_xlabel("behaviour axis (largest SGS of the axis)")
         ax.set_ylabel("model")
-        ax.set_title("Total SGS (normalised RMS instability)")
-        for i in range(values.shape[0]):
-            for j in range(values.shape[1]):
-                v = values[i, j]
-                text = "n/a" if not np.isfinite(v) else f"{v:.3f}"
-                colour = "black" if not np.isfinite(v) or v > 0.6 * vmax else "white"
+        for i in range(shape[0]):
+            for j in range(shape[1]):
+                v = sgs[i, j]
+                text = "n/a" if not np.isfinite(v) else f"{v:.3f}{markers[i, j]}"
+                colour = "black" if not np.isfinite(v) or scaled[i, j] > 0.6 else "white"
                 ax.text(j, i, text, ha="center", va="center", color=colour, fontsize=9)
+        title = "Total SGS (normalised RMS instability), each axis on its own colour scale"
+        if tests is not None:
+            title += (
+                f"\n{MARKER_LEGEND}: one-sided one-sample t-test over prompts,"
+                f"\nH1 mean per-prompt instability > eps = {cells.attrs['eps']:g}, no multiple-comparison correction"
+            )
+        ax.set_title(title, fontsize=9)
         colorbar = fig.colorbar(image, ax=ax)
-        colorbar.set_label("SGS")
+        colorbar.set_label("SGS / largest SGS of its axis")
         save_figure(fig, out_png, out_svg)
     finally:
         plt.close(fig)
@@ -393,53 +460,164 @@ def family_summary(breakdown: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["model", "family", "strength", "rms"])
 
 
-def family_plot(breakdown: pd.DataFrame, out_png: str | os.PathLike, out_svg: str | os.PathLike) -> None:
+def family_intervals(strength: pd.DataFrame, confidence: float = 0.95) -> pd.DataFrame:
+    """Per model and family (and, for register, per strength): mean instability over prompts and
+    its t-interval, from :func:`shiftwork.stability.stats.strength_curves`.
+
+    The instability of a prompt under one setting (kind, position, strength) is the mean over the
+    axes of its per-axis RMS (the curves' ``pooled`` axis, as the SGS takes an RMS per prompt).
+    A cell (a family, or register at one strength) averages the means of its settings, each
+    setting weighted equally. Its ``half`` width is that of the t-interval over prompts,
+    ``t_{(1+confidence)/2, n-1} * sd / sqrt(n)`` (:func:`shiftwork.reports.intervals.t_half_width`),
+    with ``sd`` the mean of the settings' SDs and ``n`` their smallest prompt count: exact for a
+    cell of one setting, and never narrower than the interval of the prompts' mean over the
+    settings, whose SD is at most the mean SD. Settings without a value are left out; a cell with
+    no value is left out. Columns: model, family, strength (NaN for the whole-family rows), mean,
+    half, low, high, n_prompts, n_settings.
+    """
+    from shiftwork.reports.intervals import t_half_width
+    from shiftwork.stability.stats import POOLED
+
+    need = ["model", "family", "kind", "position", "strength", "axis", "mean", "sd", "n_prompts"]
+    require_columns(strength, need, "family_intervals(strength)")
+    pooled = strength[(strength["axis"] == POOLED) & np.isfinite(strength["mean"].astype(float))]
+    pooled = pooled[pooled["n_prompts"].astype(int) > 0]
+    rows = []
+
+    def cell(part: pd.DataFrame, model, family, level: float) -> dict:
+        sd = part["sd"].astype(float)
+        return {
+            "model": model,
+            "family": family,
+            "strength": level,
+            "mean": float(part["mean"].astype(float).mean()),
+            "sd": float(sd.mean()) if sd.notna().all() else np.nan,
+            "n_prompts": int(part["n_prompts"].min()),
+            "n_settings": len(part),
+        }
+
+    for (model, family), g in pooled.groupby(["model", "family"], sort=True):
+        rows.append(cell(g, model, family, np.nan))
+        if family == "register":
+            for level, s in g.groupby("strength", sort=True):
+                rows.append(cell(s, model, family, float(level)))
+    columns = ["model", "family", "strength", "mean", "half", "low", "high", "n_prompts", "n_settings"]
+    if not rows:
+        return pd.DataFrame(columns=columns)
+    out = pd.DataFrame(rows)
+    out["half"] = t_half_width(out["sd"], out["n_prompts"], confidence)
+    out["low"], out["high"] = out["mean"] - out["half"], out["mean"] + out["half"]
+    return out[columns]
+
+
+def _family_order(present: set) -> list:
+    return [f for f in FAMILIES if f in present] + sorted(present - set(FAMILIES), key=str)
+
+
+def family_plot(
+    breakdown: pd.DataFrame,
+    out_png: str | os.PathLike,
+    out_svg: str | os.PathLike,
+    strength: pd.DataFrame | None = None,
+    confidence: float = 0.95,
+) -> None:
     """Instability by variant family, per model, in two panels.
 
     Left: grouped bars, one group per family (register, noise, structural, then any other),
-    one bar per model, height the RMS averaged over the axes (:func:`family_summary`).
-    Right: register variants by strength, one line per model. ``breakdown`` is
-    :func:`shiftwork.stability.stats.breakdown`. Saved as PNG (dpi 150) and SVG, atomically; the
+    one bar per model. Right: register variants by strength (negative: rude, positive: polite),
+    one line per model. With ``strength`` (:func:`shiftwork.stability.stats.strength_curves`)
+    the heights are the mean over prompts of each prompt's instability (mean over axes of its
+    RMS) with ``confidence`` t-intervals over prompts as error bars (:func:`family_intervals`);
+    without it, the RMS pooled over all rows of ``breakdown``
+    (:func:`shiftwork.stability.stats.breakdown`), averaged over axes (:func:`family_summary`),
+    without error bars. Both panels start at 0. Saved as PNG (dpi 150) and SVG, atomically; the
     figure is closed.
     """
-    summary = family_summary(breakdown)
+    if strength is not None:
+        summary = family_intervals(strength, confidence)
+        value = "mean"
+        measure = "instability, mean over prompts"
+        note = (
+            f"error bars: {confidence:.0%} t-interval over prompts (a bar pooling several settings: "
+            "conservative, from the mean of their SDs)"
+        )
+    else:
+        summary = family_summary(breakdown)
+        value = "rms"
+        measure = "RMS instability"
+        note = ""
     if summary.empty:
-        raise ValueError("family_plot(breakdown): the table has no rows")
-    whole = summary[summary["strength"].isna()]
-    present = set(whole["family"])
-    families = [f for f in FAMILIES if f in present] + sorted(present - set(FAMILIES))
+        raise ValueError("family_plot: the table has no rows")
+    bars = summary if "half" in summary else summary.assign(half=np.nan)
+    whole = bars[bars["strength"].isna()]
+    families = _family_order(set(whole["family"]))
     models = sorted(whole["model"].unique(), key=str)
     colours = plt.get_cmap("tab10")
-    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2))
+    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.4), layout="constrained")
     try:
         width = 0.8 / max(len(models), 1)
         x = np.arange(len(families))
+        top = 0.0
         for k, model in enumerate(models):
-            m = whole[whole["model"] == model].set_index("family")["rms"]
-            heights = [float(m.get(f, np.nan)) for f in families]
-            left.bar(x - 0.4 + width * (k + 0.5), heights, width, label=str(model), color=colours(k % 10))
+            m = whole[whole["model"] == model].set_index("family")
+            heights = np.array([float(m[value].get(f, np.nan)) for f in families])
+            halves = np.array([float(m["half"].get(f, np.nan)) for f in families])
+            left.bar(
+                x - 0.4 + width * (k + 0.5),
+                heights,
+                width,
+                yerr=halves if np.isfinite(halves).any() else None,
+                capsize=3,
+                error_kw={"linewidth": 1.0},
+                label=str(model),
+                color=colours(k % 10),
+            )
+            top = np.nanmax([top, *(heights + np.nan_to_num(halves))])
         left.set_xticks(x, labels=families)
         left.set_xlabel("variant family")
-        left.set_ylabel("RMS instability (mean over axes)")
+        left.set_ylabel(f"{measure}\n(mean over axes)")
         left.set_title("By family")
-        left.legend(title="model", fontsize=8)
+        left.set_ylim(0.0, 1.12 * top if top > 0 else 1.0)
 
-        register = summary[(summary["family"] == "register") & summary["strength"].notna()]
+        register = bars[(bars["family"] == "register") & bars["strength"].notna()]
         if register.empty:
             right.text(0.5, 0.5, "no register variants", ha="center", va="center", transform=right.transAxes)
             right.set_xticks([])
             right.set_yticks([])
         else:
+            top = 0.0
+            levels = sorted(register["strength"].unique())
+            gap = min(np.diff(levels)) if len(levels) > 1 else 1.0
             for k, model in enumerate(models):
                 r = register[register["model"] == model].sort_values("strength")
-                if len(r):
-                    right.plot(r["strength"], r["rms"], marker="o", label=str(model), color=colours(k % 10))
-            right.set_xticks(sorted(register["strength"].unique()))
-            right.set_xlabel("register strength")
-            right.set_ylabel("RMS instability (mean over axes)")
-            right.legend(title="model", fontsize=8)
+                if not len(r):
+                    continue
+                halves = r["half"].to_numpy(dtype=float)
+                dodge = (k - (len(models) - 1) / 2) * 0.25 * gap / max(len(models), 1)  # keep the bars apart
+                right.errorbar(
+                    r["strength"].to_numpy(dtype=float) + dodge,
+                    r[value],
+                    yerr=halves if np.isfinite(halves).any() else None,
+                    marker="o",
+                    capsize=3,
+                    color=colours(k % 10),
+                    label=str(model),
+                )
+                top = np.nanmax([top, *(r[value].to_numpy(dtype=float) + np.nan_to_num(halves))])
+            right.set_xticks(levels)
+            right.set_ylim(0.0, 1.12 * top if top > 0 else 1.0)
+            right.axvline(0.0, color="0.6", linewidth=0.8, linestyle=":")
+            right.set_xlabel("register strength (negative: rude, positive: polite)")
+            right.set_ylabel(f"{measure}\n(mean over axes)")
+            if min(levels) < 0:
+                right.text(0.02, 0.03, "\u2190 rude", transform=right.transAxes, ha="left", fontsize=8, color="0.3")
+            if max(levels) > 0:
+                right.text(0.98, 0.03, "polite \u2192", transform=right.transAxes, ha="right", fontsize=8, color="0.3")
         right.set_title("Register by strength")
-        fig.tight_layout()
+        handles, labels = left.get_legend_handles_labels()
+        fig.legend(handles, labels, title="model", fontsize=8, loc="outside right upper", frameon=False)
+        if note:
+            fig.suptitle(note, fontsize=9)
         save_figure(fig, out_png, out_svg)
     finally:
         plt.close(fig)

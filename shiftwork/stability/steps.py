@@ -487,7 +487,8 @@ def report_stability(
     figures: Mapping[str, str],
 ) -> None:
     """The tables (at the primary eps, at every eps, and the counts of significant cells) and the
-    figures (heatmap, families, radar, prompt preservation, strength curves). ``inputs`` names the
+    figures (heatmap with the primary eps's significance stars, families with t-intervals over
+    prompts from the strength curves, radar, prompt preservation, strength curves). ``inputs`` names the
     statistics tables and ``gate_scores``, the gate's per-variant scores of every dataset;
     ``figures`` maps ``<name>_png`` / ``<name>_svg`` to paths."""
     from shiftwork.stability.figures import preservation_plot, radar_plot, strength_plot
@@ -507,12 +508,13 @@ def report_stability(
     write_tables(total, per_dataset, tests_total, tests_dataset, table_dir, eps=primary_eps)
     write_eps_tables(total, per_dataset, tests_total, tests_dataset, table_dir, eps_values, prov)
     write_significance_tables(tests_total, tests_dataset, table_dir, prov)
-    heatmap(total, figures["heatmap_png"], figures["heatmap_svg"])
-    family_plot(read_table(inputs["breakdown"]), figures["family_png"], figures["family_svg"])
+    curves = read_table(inputs["strength"])
+    heatmap(total, figures["heatmap_png"], figures["heatmap_svg"], tests_total, primary_eps)
+    family_plot(read_table(inputs["breakdown"]), figures["family_png"], figures["family_svg"], curves)
     radar_plot(total, per_dataset, figures["radar_png"], figures["radar_svg"])
     scores = pd.concat([read_table(p) for p in inputs["gate_scores"]], ignore_index=True)
     preservation_plot(scores, figures["preservation_png"], figures["preservation_svg"])
-    strength_plot(read_table(inputs["strength"]), figures["strength_png"], figures["strength_svg"])
+    strength_plot(curves, figures["strength_png"], figures["strength_svg"])
 
 
 def sample_prompts(name: str, spec: Mapping[str, Any], out: str, root: str = ".") -> None:

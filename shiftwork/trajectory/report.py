@@ -5,7 +5,7 @@ removed by the primary method, linear or GAM; see
 :func:`shiftwork.trajectory.analysis.pair_table`) on a diverging colour scale fixed to [-1, 1],
 the diagonal blank, every cell annotated with its value and ``*`` where ``p_primary_holm``
 is below 0.05; its title names the method. :func:`curve_plot` draws accuracy over steps per test
-set, one panel per run, the ID line thicker, a dashed line at chance (0.5) and one legend
+set, one panel per run, the ID line thicker, a dashed line at chance (:data:`CHANCE`, 0.5) and one legend
 outside the panels.
 
 Every figure is written as PNG (dpi 150) and SVG, each atomically: to a temporary sibling
@@ -31,6 +31,7 @@ import pandas as pd
 from shiftwork.checks import require_columns
 from shiftwork.reports.figures import save_figure
 from shiftwork.trajectory.analysis import ID_ROLE, REQUIRED_COLUMNS, AnalysisError, sorted_mixed
+from shiftwork.trajectory.suite import LABELS
 
 __all__ = ["CHANCE", "HOLM_ALPHA", "curve_plot", "heatmap", "partial_matrix"]
 
@@ -43,9 +44,9 @@ METHOD_TITLES = {
 }
 """How a heatmap's title names the primary method of :func:`~shiftwork.trajectory.analysis.pair_table`."""
 
-CHANCE = 0.5
-"""Chance accuracy of the study's two-way (entailment / not) tasks: the dashed line of
-:func:`curve_plot`."""
+CHANCE = 1.0 / len(LABELS)
+"""Chance accuracy of the study's tasks, one over the number of labels (entailment /
+not_entailment: 0.5): the dashed line of :func:`curve_plot`."""
 
 _PAIR_NEEDS = ("model", "run", "ood_a", "ood_b")
 
@@ -187,14 +188,16 @@ def curve_plot(
                 legend.setdefault(label, line)
             if chance is not None:
                 line = ax.axhline(chance, color="0.45", linestyle="--", linewidth=1.0, zorder=1, label="chance")
-                legend.setdefault("chance", line)
+                legend.setdefault(f"chance ({chance:g})", line)
             ax.set_title(f"{model} / run {run}", fontsize=10)
             ax.set_xlabel("step")
             ax.set_ylabel("accuracy")
             ax.set_ylim(-0.02, 1.02)
             ax.grid(alpha=0.3)
         ids = [k for k in legend if k.endswith(" (ID)")]
-        order = ids + [k for k in legend if k not in ids and k != "chance"] + (["chance"] if "chance" in legend else [])
+        chance_key = f"chance ({chance:g})" if chance is not None else None
+        order = ids + [k for k in legend if k not in ids and k != chance_key]
+        order += [chance_key] if chance_key in legend else []
         fig.legend(
             [legend[k] for k in order], order, loc="outside right upper", fontsize=8, frameon=False, title="test set"
         )
