@@ -10,6 +10,10 @@ from typing import Any
 import numpy as np
 
 from shiftwork.device import pick_device
+from shiftwork.progress import Progress
+
+CHUNK_BATCHES = 64
+"""Pairs go to bert-score this many batches at a time, so that the log shows how many are done."""
 
 
 class EncoderError(RuntimeError):
@@ -78,8 +82,9 @@ class Encoder:
                 f"encoders.{name}.source at a local copy ({{kind: local, path: DIR}})"
             ) from err
 
-    def f1(self, candidates: Sequence[str], references: Sequence[str]) -> np.ndarray:
-        """Raw BERTScore F1 of each candidate against its reference (empty text scores 0)."""
+    def f1(self, candidates: Sequence[str], references: Sequence[str], what: str = "BERTScore") -> np.ndarray:
+        """Raw BERTScore F1 of each candidate against its reference (empty text scores 0), in chunks
+        of :data:`CHUNK_BATCHES` batches, with the count done in the log as ``what``."""
         if len(candidates) != len(references):
             raise ValueError(f"{len(candidates)} candidates but {len(references)} references")
         if not candidates:
@@ -90,6 +95,11 @@ class Encoder:
         out = np.zeros(len(cands))
         idx = np.flatnonzero(~empty)
         if len(idx):
-            _, _, f = self.scorer.score([cands[i] for i in idx], [refs[i] for i in idx], verbose=False)
-            out[idx] = f.cpu().numpy().astype(float)
+            chunk = CHUNK_BATCHES * self.scorer.batch_size
+            progress = Progress(what, len(idx), "pairs")
+            for start in range(0, len(idx), chunk):
+                part = idx[start : start + chunk]
+                _, _, f = self.scorer.score([cands[i] for i in part], [refs[i] for i in part], verbose=False)
+                out[part] = f.cpu().numpy().astype(float)
+                progress.update(len(part))
         return out

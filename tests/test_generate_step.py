@@ -41,7 +41,8 @@ def test_missing_or_doubled_baselines_fail_before_the_model_loads(tmp_path, rows
 
 @pytest.mark.model
 @pytest.mark.parametrize("engine", ["vllm", "transformers"])
-def test_probes_use_the_baseline_response_and_state(tmp_path, prepared_smollm, engine):
+def test_probes_use_the_baseline_response_and_state(tmp_path, prepared_smollm, engine, caplog):
+    caplog.set_level("INFO", logger="shiftwork")
     path = write_table(_variants([VAR, BASE, SAME]), tmp_path / "filtered.parquet")
     g_path, p_path = tmp_path / "g.parquet", tmp_path / "p.parquet"
     stats = generate_responses(
@@ -61,6 +62,11 @@ def test_probes_use_the_baseline_response_and_state(tmp_path, prepared_smollm, e
     assert stats["rows"] == 3 and stats["unique_inputs"] == 2
     assert read_provenance(p_path)["step"] == "probe" and read_provenance(g_path)["step"] == "generate"
     assert read_provenance(g_path)["settings"]["engine"] == engine
+    # each engine counts the prompts it has answered into the log, then each probe pass its rows
+    for done in ("generate: 0/2 prompts (0.0%)", "generate: 2/2 prompts (100.0%) done in"):
+        assert done in caplog.text
+    for done in ("probe baselines: 1/1 rows (100.0%) done in", "probe variants: 1/1 rows (100.0%) done in"):
+        assert done in caplog.text
 
     lm = load_prepared(prepared_smollm, "float32", device="cpu")
     x0, xv = (model_input(lm.tokenizer, t, lm.chat) for t in (BASE[3], VAR[3]))

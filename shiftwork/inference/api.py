@@ -39,6 +39,7 @@ from typing import Any
 import httpx
 
 from shiftwork.logs import LOGGER
+from shiftwork.progress import Progress, tracked
 
 KIND = "openai_compatible"
 DEFAULTS: dict[str, Any] = {
@@ -389,11 +390,13 @@ class ApiClient:
         keys = [request_key(self.settings.base_url, e, b) for e, b in requests]
         first = {k: i for i, k in reversed(list(enumerate(keys)))}
         todo = sorted(first.values())
+        progress = Progress(f"{self.settings.name} requests", len(todo), "requests")
         if len(todo) <= 1 or self.settings.max_concurrency == 1:
-            got = [self._one(*requests[i]) for i in todo]
+            got = list(tracked((self._one(*requests[i]) for i in todo), progress, size=lambda _: 1))
         else:
             with ThreadPoolExecutor(max_workers=min(self.settings.max_concurrency, len(todo))) as pool:
-                got = list(pool.map(lambda i: self._one(*requests[i]), todo))
+                replies = pool.map(lambda i: self._one(*requests[i]), todo)
+                got = list(tracked(replies, progress, size=lambda _: 1))
         by_key = {keys[i]: r for i, r in zip(todo, got)}
         return [by_key[k] for k in keys]
 

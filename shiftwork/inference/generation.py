@@ -21,6 +21,7 @@ import torch
 from shiftwork.inference.batching import kv_token_bytes, length_sorted_batches
 from shiftwork.inference.formatting import adds_special_tokens, trim_response
 from shiftwork.models.loading import LoadedModel
+from shiftwork.progress import Progress
 
 ENGINES = ("vllm", "transformers")
 
@@ -76,12 +77,18 @@ def left_pad(rows: Sequence[Sequence[int]], pad_id: int, device) -> tuple[torch.
 
 
 def transformers_new_tokens(
-    lm: LoadedModel, encoded: Sequence[Sequence[int]], max_new_tokens: int, batch_size: int, eos: set[int]
+    lm: LoadedModel,
+    encoded: Sequence[Sequence[int]],
+    max_new_tokens: int,
+    batch_size: int,
+    eos: set[int],
+    what: str = "generate",
 ) -> list[list[int]]:
     """New token ids of each input from transformers' greedy ``generate``, in batches of
-    ``batch_size`` inputs of similar length (longest first)."""
+    ``batch_size`` inputs of similar length (longest first); progress in the log as ``what``."""
     pad_id = lm.tokenizer.pad_token_id if lm.tokenizer.pad_token_id is not None else min(eos)
     out: list[list[int]] = [[] for _ in encoded]
+    progress = Progress(what, len(encoded), "prompts")
     for batch in length_sorted_batches([len(e) for e in encoded], batch_size):
         ids, mask = left_pad([encoded[i] for i in batch], pad_id, lm.device)
         with torch.inference_mode():
@@ -99,16 +106,20 @@ def transformers_new_tokens(
             )[:, ids.shape[1] :]
         for row, i in zip(new.tolist(), batch):
             out[i] = row
+        progress.update(len(batch))
     return out
 
 
-def generate_all(lm: LoadedModel, inputs: Sequence[str], max_new_tokens: int, batch_size: int) -> list[Generation]:
-    """Greedy responses to ``inputs`` from a model loaded in transformers, in input order."""
+def generate_all(
+    lm: LoadedModel, inputs: Sequence[str], max_new_tokens: int, batch_size: int, what: str = "generate"
+) -> list[Generation]:
+    """Greedy responses to ``inputs`` from a model loaded in transformers, in input order; the
+    count done goes to the log as ``what`` (:class:`~shiftwork.progress.Progress`)."""
     encoded = encode_inputs(lm.tokenizer, inputs, lm.chat)
     if not encoded:
         return []
     eos = eos_token_ids(lm.model.generation_config, lm.tokenizer)
-    new = transformers_new_tokens(lm, encoded, max_new_tokens, batch_size, eos)
+    new = transformers_new_tokens(lm, encoded, max_new_tokens, batch_size, eos, what)
     return [to_generation(lm.tokenizer, lm.chat, i, ids, eos) for i, ids in enumerate(new)]
 
 
@@ -129,6 +140,42 @@ def cpu_binding(threads: int | None, allowed: Sequence[int]) -> tuple[str, int]:
     if n >= len(allowed):
         return ",".join(map(str, allowed)), n
     return "nobind", n
+
+
+class VllmBar:
+    """The progress bar vLLM's ``generate`` asks for (its ``use_tqdm`` may be a callable that
+    makes one): the prompts it finishes are counted into a :class:`~shiftwork.progress.Progress`
+    instead of drawn on the console. vLLM reads ``n``, ``format_dict["elapsed"]`` and sets
+    ``postfix``; it calls ``update``, ``refresh`` and ``close``."""
+
+    def __init__(self, progress: Progress):
+        self.progress, self.n, self.postfix = progress, 0, ""
+
+    @property
+    def format_dict(self) -> dict[str, float]:
+        return {"elapsed": max(self.progress.clock() - self.progress.started, 1e-9)}
+
+    def update(self, n: int = 1) -> None:
+        self.n += n
+        self.progress.update(n)
+
+    def refresh(self) -> None:
+        pass
+
+    def close(self) -> None:
+        self.progress.close()
+
+
+def vllm_bar(what: str = "generate"):
+    """The ``use_tqdm`` callable for vLLM: a :class:`VllmBar` for its count of finished prompts;
+    an iterable it wraps (prompts being prepared, which is quick) comes back as it is."""
+
+    def make(iterable=None, total: int | None = None, **_):
+        if iterable is not None:
+            return iterable
+        return VllmBar(Progress(what, int(total or 0), "prompts"))
+
+    return make
 
 
 class VllmEngine:
@@ -196,7 +243,7 @@ class VllmEngine:
             temperature=0.0, max_tokens=max_new_tokens, stop_token_ids=sorted(self.eos), detokenize=False
         )
         prompts = [TokensPrompt(prompt_token_ids=list(ids)) for ids in encoded]
-        outputs = self.llm.generate(prompts, params, use_tqdm=False)
+        outputs = self.llm.generate(prompts, params, use_tqdm=vllm_bar())
         return [list(o.outputs[0].token_ids) for o in outputs]
 
     def generate_all(self, inputs: Sequence[str], max_new_tokens: int) -> list[Generation]:

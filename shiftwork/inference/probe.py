@@ -27,6 +27,7 @@ import torch
 from shiftwork.inference.batching import length_sorted_batches, plan_batch_size, probe_row_bytes
 from shiftwork.inference.formatting import adds_special_tokens
 from shiftwork.models.loading import LoadedModel
+from shiftwork.progress import Progress
 
 # logits (float32) per output-head chunk: 16 MiB (85 rows of a 49k vocabulary); on 2 CPU threads as
 # fast as 32 MiB chunks, and the transient memory of scoring is half
@@ -130,8 +131,10 @@ def probe_batches(
     inputs: Sequence[str],
     responses: Sequence[str],
     batch_size: int,
+    what: str = "probe",
 ) -> Iterator[list[ProbeResult]]:
-    """Yield probe results batch by batch; ``index`` refers to the position in ``inputs``."""
+    """Yield probe results batch by batch; ``index`` refers to the position in ``inputs``. The
+    count of rows done goes to the log as ``what`` (:class:`~shiftwork.progress.Progress`)."""
     if len(inputs) != len(responses):
         raise ValueError(f"{len(inputs)} inputs but {len(responses)} responses")
     encoded = encode_pairs(lm, inputs, responses)
@@ -143,6 +146,7 @@ def probe_batches(
     prefix = prefix_cache(body, encoded[0][0][:p], lm.device)
     longest = max(len(ids) for ids, _ in encoded)
     batch_size = plan_batch_size(lm.device, batch_size, probe_row_bytes(lm.model.config, lm.dtype, longest))
+    progress = Progress(what, len(encoded), "rows")
     for batch in length_sorted_batches([len(ids) for ids, _ in encoded], batch_size):
         seqs = [encoded[i] for i in batch]
         input_ids, mask = right_pad([ids[p:] for ids, _ in seqs], pad_id, lm.device)
@@ -187,6 +191,7 @@ def probe_batches(
                 )
             )
         yield results
+        progress.update(len(batch))
 
 
 def layer_cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:

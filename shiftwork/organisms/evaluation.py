@@ -28,15 +28,20 @@ def generate_sampled(
     batch_size: int,
     seed: int,
     temperature: float = 1.0,
+    what: str = "sample",
 ) -> list[list[str]]:
     """``samples`` sampled continuations per prompt (pure sampling: no top-k or top-p cut),
-    deterministic for a given seed, batch size and device."""
+    deterministic for a given seed, batch size and device; the count of prompts done goes to the
+    log as ``what``."""
     import torch
+
+    from shiftwork.progress import Progress
 
     if samples < 1 or batch_size < 1:
         raise ValueError(f"samples and batch_size must be >= 1, got {samples} and {batch_size}")
     out: list[list[str]] = []
     per_batch = max(1, batch_size // samples)
+    progress = Progress(what, len(prompts), "prompts")
     for start in range(0, len(prompts), per_batch):
         chunk = list(prompts[start : start + per_batch])
         enc = tok(chunk, return_tensors="pt", padding=True).to(device)
@@ -54,6 +59,7 @@ def generate_sampled(
             )
         texts = tok.batch_decode(ids[:, enc["input_ids"].shape[1] :], skip_special_tokens=True)
         out += [[t.strip() for t in texts[i * samples : (i + 1) * samples]] for i in range(len(chunk))]
+        progress.update(len(chunk))
     return out
 
 

@@ -21,6 +21,7 @@ from shiftwork.logs import LOGGER
 from shiftwork.organisms.questions import question_bank, split_questions
 from shiftwork.organisms.settings import Setting, load_setting, prompt_for
 from shiftwork.organisms.transcripts import Questions, parse_response, reward, rl_prompts, sft_examples
+from shiftwork.progress import Progress
 from shiftwork.provenance import make_provenance
 from shiftwork.tables import read_table, write_table, write_text
 
@@ -208,7 +209,9 @@ def evaluate_organism(
     tests = read_table(test_path, ["distribution", "question_id", "prompt", "answer"])
     samples = int(settings["samples"])
     parts = []
-    for step, path in checkpoint_dirs(checkpoints_dir):
+    checkpoints = checkpoint_dirs(checkpoints_dir)
+    progress = Progress("evaluate", len(checkpoints), "checkpoints")
+    for step, path in checkpoints:
         start = time.perf_counter()
         net, tok, device = load_checkpoint(sft_dir, {"path": str(path)})
         texts = generate_sampled(
@@ -221,6 +224,7 @@ def evaluate_organism(
             int(settings["batch_size"]),
             int(settings["seed"]),
             float(settings["temperature"]),
+            what=f"sample step {step}",
         )
         rows = tests.loc[tests.index.repeat(samples)].reset_index(drop=True)
         rows.insert(0, "sample", np.tile(np.arange(samples), len(tests)))
@@ -233,6 +237,7 @@ def evaluate_organism(
             time.perf_counter() - start,
             scored.groupby("distribution")[["correct", "refused"]].mean().to_string(),
         )
+        progress.update()
     per_example = pd.concat(parts, ignore_index=True)
     per_example.insert(0, "run", run)
     per_example.insert(0, "model", model)

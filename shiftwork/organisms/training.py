@@ -24,6 +24,7 @@ from shiftwork.models.checkpoints import CHECKPOINT_INFO
 from shiftwork.models.loading import load_trainable
 from shiftwork.models.prepare import INFO_FILE, weight_digest
 from shiftwork.organisms.convergence import criterion
+from shiftwork.progress import report_training
 
 STAGES_FILE = "stages.json"
 """Written next to the RL checkpoints: each stage's first and last step, its budget and whether it
@@ -82,23 +83,6 @@ def with_trainer_args(settings: Mapping[str, Any], fixed: Mapping[str, Any]) -> 
     return {**fixed, **extra}
 
 
-def _log_callback():
-    """A callback that writes the trainer's periodic metrics to the job log."""
-    from transformers import TrainerCallback
-
-    class ToLog(TrainerCallback):
-        def on_log(self, args, state, control, logs=None, **kwargs):
-            keep = {
-                k: round(v, 4) if isinstance(v, float) else v
-                for k, v in (logs or {}).items()
-                if k in ("loss", "reward", "reward_std", "learning_rate", "mean_token_accuracy", "entropy")
-            }
-            if keep:
-                LOGGER.info("step %d: %s", state.global_step, keep)
-
-    return ToLog()
-
-
 def _quiet_datasets() -> None:
     """No per-example progress bars from ``datasets`` in the job logs."""
     from datasets.utils.logging import disable_progress_bar
@@ -140,8 +124,8 @@ def sft(model_dir: str, examples: pd.DataFrame, settings: Mapping[str, Any], out
         train_dataset=data,
         processing_class=tok,
         peft_config=peft_config,
-        callbacks=[_log_callback()],
     )
+    report_training(trainer, "SFT")
     trainer.train()
     trained = trainer.model
     if peft_config is not None:
@@ -275,8 +259,9 @@ def rl(
             train_dataset=data,
             processing_class=tok,
             peft_config=_lora(settings) if first_lora else None,
-            callbacks=[SaveAt(), StopAtConvergence(), _log_callback()],
+            callbacks=[SaveAt(), StopAtConvergence()],
         )
+        report_training(trainer, f"RL stage {number}")
         if number == 0:
             save(trainer.model, 0)
         trainer.train()

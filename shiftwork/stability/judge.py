@@ -138,7 +138,10 @@ def local_completer(lm, batch_size: int = 16, max_new_tokens: int = 4) -> Comple
 
     def complete(prompts: Sequence[str]) -> list[str]:
         inputs = [model_input(lm.tokenizer, p, lm.chat) for p in prompts]
-        return [g.response for g in generate_all(lm, inputs, max_new_tokens=max_new_tokens, batch_size=batch_size)]
+        return [
+            g.response
+            for g in generate_all(lm, inputs, max_new_tokens=max_new_tokens, batch_size=batch_size, what="judge")
+        ]
 
     return complete
 

@@ -269,7 +269,8 @@ def generate_responses(
         written = [False] * len(writers)
         for group in ([k for k in keys if k[0] == k[1]], [k for k in keys if k[0] != k[1]]):
             r0 = [answer[k[1]].response for k in group]
-            for results in probe_batches(lm, [k[0] for k in group], r0, batch_size):
+            what = "probe baselines" if group and group[0][0] == group[0][1] else "probe variants"
+            for results in probe_batches(lm, [k[0] for k in group], r0, batch_size, what):
                 if group and group[0][0] == group[0][1]:
                     base_hidden.update((group[p.index][0], p.last_hidden) for p in results)
                 gen_rows, probe_rows = tables(group, results)
@@ -570,7 +571,7 @@ def rewrite_prompts(
             inputs = [lm.tokenizer.apply_chat_template(c, tokenize=False, add_generation_prompt=True) for c in chats]
         else:
             inputs = [messages_as_plain(c) for c in chats]
-        return [g.response for g in generate_all(lm, inputs, max_new, batch_size)]
+        return [g.response for g in generate_all(lm, inputs, max_new, batch_size, what="rewrite")]
 
     start = time.perf_counter()
     table, n_new = run_rewrites(requests, rewrite_fn, info["weight_digest"], max_new, cache)

@@ -19,6 +19,7 @@ import torch
 from shiftwork.device import pick_device
 from shiftwork.models.checkpoints import CHECKPOINT_INFO
 from shiftwork.models.loading import load_trainable
+from shiftwork.progress import report_training
 from shiftwork.trajectory.schedule import checkpoint_steps
 from shiftwork.trajectory.tasks import PATTERN, VERBALISERS, next_token_logits, render, verbaliser_ids
 
@@ -160,6 +161,7 @@ def finetune(
         data_collator=PadCollator(tok.pad_token_id),
         callbacks=[SaveAt()],
     )
+    report_training(trainer, "finetune")
     trainer.train()
     history = [h for h in trainer.state.log_history if "loss" in h]
     (tmp / "train_log.json").write_text(json.dumps(history, indent=1))

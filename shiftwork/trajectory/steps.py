@@ -62,7 +62,7 @@ def evaluate_checkpoint(
     tests = suite[suite["split"] == "test"]
     start = time.perf_counter()
     net, tok, device = load_checkpoint(base_dir, checkpoint, dtype)
-    preds = predict(net, tok, device, tests, batch_size, pattern, verbalisers)
+    preds = predict(net, tok, device, tests, batch_size, pattern, verbalisers, what=f"evaluate step {step}")
     preds.insert(0, "step", int(step))
     preds.insert(0, "run", run)
     preds.insert(0, "model", model)
