@@ -38,6 +38,12 @@ def test_fingerprint_mismatch_starts_fresh_and_match_resumes(tmp_path, caplog) -
     folder, last = resume.start(out, {"settings": {"lr": 2}, "seed": 0})
     assert last is None and not (folder / resume.TRAINER_DIR).exists()
     assert "changed: settings" in caplog.text and "starting from step 0" in caplog.text
+    # how often state is saved is no part of what training does
+    same = resume.fingerprint({"settings": resume.job_settings({"lr": 1, "resume_every": 5})})
+    assert same == resume.fingerprint({"settings": {"lr": 1}})
+    assert same != resume.fingerprint({"settings": {"lr": 2}})
+    table = pd.DataFrame({"prompt": ["a", "b"], "answer": ["1", "2"]})
+    assert resume.fingerprint({"d": table}) != resume.fingerprint({"d": table.assign(answer=["1", "3"])})
 
 
 def test_staged_keeps_checkpoints_up_to_the_resumed_step(tmp_path) -> None:

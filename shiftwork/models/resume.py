@@ -47,6 +47,12 @@ def _plain(value: Any) -> Any:
     return str(value)
 
 
+def job_settings(settings: Mapping[str, Any]) -> dict[str, Any]:
+    """The settings part of a fingerprint: all but ``resume_every``, which says how often state is
+    saved and not what training does (changing it after a kill keeps the saved state)."""
+    return {k: v for k, v in settings.items() if k != "resume_every"}
+
+
 def fingerprint(parts: Mapping[str, Any]) -> dict[str, str]:
     """One sha256 per part (settings, seed, base model, data...), so a mismatch can name what changed."""
     return {

@@ -118,7 +118,12 @@ def sft(model_dir: str, examples: pd.DataFrame, settings: Mapping[str, Any], out
     data = Dataset.from_pandas(table)
     work, resume_from = resume.start(
         out,
-        {"settings": dict(settings), "seed": seed, "base_model": resume.model_identity(model_dir), "data": table},
+        {
+            "settings": resume.job_settings(settings),
+            "seed": seed,
+            "base_model": resume.model_identity(model_dir),
+            "data": table,
+        },
     )
     every = int(settings.get("resume_every") or max(1, int(settings["steps"]) // 10))
     args = SFTConfig(
@@ -204,7 +209,7 @@ def rl(
     work, _ = resume.start(
         out,
         {
-            "settings": dict(settings),
+            "settings": resume.job_settings(settings),
             "seed": seed,
             "base_model": resume.model_identity(sft_dir),
             "stages": [{"prompts": p[["prompt", "answer"]], "steps": int(n)} for p, n in stages],

@@ -121,7 +121,7 @@ def finetune(
     work, resume_from = resume.start(
         out,
         {
-            "settings": dict(settings),
+            "settings": resume.job_settings(settings),
             "seed": seed,
             "base_model": resume.model_identity(model_dir),
             "examples": examples,
