@@ -189,6 +189,7 @@ def reference_errors(config: Mapping[str, Any]) -> list[str]:
             check("stability.variants.structural.rewriter", structural["rewriter"], models, "model")
     errors += trajectory_errors(config, models)
     errors += organism_errors(config.get("organisms") or {}, models)
+    errors += trainer_args_errors(config)
     errors += api_model_errors(config)
     for study in config.get("studies") or []:
         if study not in config:
@@ -554,6 +555,41 @@ def organism_errors(org: Mapping[str, Any], models: set[str]) -> list[str]:
             errors.append(
                 f"config key 'organisms.dynamics': names, weights, rewards and held_out need one entry per policy, got {sizes}"
             )
+    return errors
+
+
+def trainer_args_places(config: Mapping[str, Any]) -> list[tuple[str, Any, list[str]]]:
+    """Every ``trainer_args`` map of the config: (its config key, the map, the argument
+    dataclasses it is passed to). A run's RL settings are ``organisms.rl`` under its own ``train``,
+    so ``organisms.rl.trainer_args`` goes to GRPOConfig."""
+    places = []
+    traj = config.get("trajectory") or {}
+    for section in ("runs", "grid"):
+        for name, spec in (traj.get(section) or {}).items():
+            if "trainer_args" in ((spec or {}).get("finetune") or {}):
+                key = f"trajectory.{section}.{name}.finetune.trainer_args"
+                places.append((key, spec["finetune"]["trainer_args"], ["TrainingArguments"]))
+    org = config.get("organisms") or {}
+    for name, spec in (org.get("sft") or {}).items():
+        if "trainer_args" in ((spec or {}).get("train") or {}):
+            places.append((f"organisms.sft.{name}.train.trainer_args", spec["train"]["trainer_args"], ["SFTConfig"]))
+    if "trainer_args" in (org.get("rl") or {}):
+        places.append(("organisms.rl.trainer_args", org["rl"]["trainer_args"], ["GRPOConfig"]))
+    for name, spec in (org.get("runs") or {}).items():
+        if "trainer_args" in ((spec or {}).get("train") or {}):
+            places.append((f"organisms.runs.{name}.train.trainer_args", spec["train"]["trainer_args"], ["GRPOConfig"]))
+    return places
+
+
+def trainer_args_errors(config: Mapping[str, Any]) -> list[str]:
+    """``trainer_args`` keys that are no field of the library dataclass they are passed to
+    (checked before any job runs; the libraries are imported only when some map is not empty)."""
+    from shiftwork.models.trainer_args import trainer_args_problems
+
+    errors = []
+    for key, extra, classes in trainer_args_places(config):
+        if extra:
+            errors += [f"config key '{key}': {problem}" for problem in trainer_args_problems(extra, classes)]
     return errors
 
 

@@ -28,9 +28,22 @@ def log_to(path: str | Path | None) -> Iterator[logging.Logger]:
         LOGGER.setLevel(logging.INFO)
         try:
             yield LOGGER
+        except SystemExit:
+            raise  # a deliberate exit (short_errors) has logged its message already
         except BaseException:
             traceback.print_exc(file=fh)
             raise
         finally:
             LOGGER.removeHandler(handler)
             sys.stderr = old_stderr
+
+
+@contextlib.contextmanager
+def short_errors(*kinds: type[BaseException]) -> Iterator[None]:
+    """Turn an error of ``kinds`` (one whose message already says what to do) into an exit with
+    status 1 that prints just that message, in the log and on stderr, without a traceback."""
+    try:
+        yield
+    except kinds as err:
+        LOGGER.error("%s", err)
+        raise SystemExit(str(err)) from None

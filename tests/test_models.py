@@ -186,3 +186,73 @@ def test_loading_refuses_weights_that_changed_after_preparation(prepared_smollm,
         load_prepared(copy)
     assert str(info.value).startswith(f"prepared model {copy} is damaged: model.safetensors does not match the sha256")
     assert load_prepared(prepared_smollm).name == "smollm2-135m-instruct"
+
+
+def test_prepare_script_exits_with_one_paragraph_when_the_hub_model_cannot_be_had(tmp_path):
+    """scripts/prepare_model.py as Snakemake runs it (a ``snakemake`` object in its globals), for a
+    hub id that does not exist, offline: status 1, the message alone on stderr and in the log."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from shiftwork.models.prepare import source_key
+
+    root = Path(__file__).resolve().parent.parent
+    spec = {"source": {"kind": "hub", "id": "nobody/does-not-exist", "revision": "main"}, "chat": False}
+    out = tmp_path / "results" / "models" / "ghost" / source_key(spec) / "shiftwork.json"
+    log = tmp_path / "prepare.log"
+    driver = (
+        "import json, runpy, sys, types\n"
+        "out, log, spec = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])\n"
+        "snakemake = types.SimpleNamespace(log=[log], output=[out], params=types.SimpleNamespace(spec=spec),"
+        " wildcards=types.SimpleNamespace(model='ghost'))\n"
+        f"runpy.run_path({str(root / 'scripts' / 'prepare_model.py')!r}, init_globals={{'snakemake': snakemake}})\n"
+    )
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(root)}
+    done = subprocess.run(
+        [sys.executable, "-c", driver, str(out), str(log), json.dumps(spec)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 1
+    err = done.stderr.strip()
+    assert "Traceback" not in err and "Traceback" not in log.read_text()
+    assert len(err.splitlines()) == 1, err
+    assert err.startswith("model 'ghost': the hub id 'nobody/does-not-exist' could not be loaded (HF_HUB_OFFLINE")
+    for hint in ("accept its licence", "HF_TOKEN", "HF_HOME", "--until prepare_model", "models.ghost.source"):
+        assert hint in err
+    assert err in log.read_text()
+    assert not out.parent.exists()
+
+
+def test_local_bfloat16_model_is_prepared_in_bfloat16(tmp_path):
+    """A model stored in bfloat16 keeps bfloat16 (half the bytes of float32) and its exact values."""
+    from safetensors import safe_open
+
+    from shiftwork.models.scratch import scratch_model
+
+    model, tok = scratch_model({"architecture": "gpt2", "hidden_size": 32, "layers": 1, "heads": 2, "seed": 5})
+    src = tmp_path / "src"
+    model.to(torch.bfloat16).save_pretrained(src)
+    tok.save_pretrained(src)
+    info = prepare_model("half", {"source": {"kind": "local", "path": str(src)}, "chat": False}, tmp_path / "out")
+    assert info["dtype"] == "bfloat16"
+    with (
+        safe_open(tmp_path / "out" / "model.safetensors", "pt") as fh,
+        safe_open(src / "model.safetensors", "pt") as ref,
+    ):
+        assert sorted(fh.keys()) == sorted(ref.keys())
+        for key in sorted(fh.keys()):
+            assert fh.get_tensor(key).dtype == torch.bfloat16
+            assert torch.equal(fh.get_tensor(key), ref.get_tensor(key))
+    n = info["n_parameters"]
+    size = (tmp_path / "out" / "model.safetensors").stat().st_size
+    assert 2 * n <= size < 2 * n + 20_000  # 2 bytes a weight and a small header, not 4 bytes
+    # a float32 source stays float32
+    model.to(torch.float32).save_pretrained(tmp_path / "src32")
+    tok.save_pretrained(tmp_path / "src32")
+    info32 = prepare_model("full", {"source": {"kind": "local", "path": str(tmp_path / "src32")}}, tmp_path / "out32")
+    assert info32["dtype"] == "float32"

@@ -192,6 +192,9 @@ def slurm_runs(cluster, local_run, tmp_path_factory, prepared_smollm):
         # adds 10 s to the gap after every check that finds no job finished)
         "--slurm-init-seconds-before-status-checks",
         "5",
+        # run 1 fails on purpose: once, not 1 + the profile's retries times
+        "--retries",
+        "0",
         # one torch thread per job: this machine has 2 cores for the two GPU jobs at once
         "--set-threads",
         *[f"{rule}=1" for rule in sorted(GPU_RULES)],

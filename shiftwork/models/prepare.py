@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from shiftwork.models.sources import Located, ModelSourceError, hub_help, locate
+from shiftwork.models.sources import Located, ModelSourceError, hub_errors, hub_help, locate
 from shiftwork.tables import rebuild_commands
 
 INFO_FILE = "shiftwork.json"
@@ -142,10 +142,13 @@ def _load(name: str, loc: Located, source: Mapping[str, Any]):
         kwargs["revision"] = loc.revision
     try:
         tok = AutoTokenizer.from_pretrained(loc.path, **kwargs)
-        model = AutoModelForCausalLM.from_pretrained(loc.path, dtype=torch.float32, **kwargs)
+        # a GGUF is de-quantized to float32 (its quantized blocks have no float type of their own);
+        # hub and local weights keep the type they are stored in (bfloat16 is half of float32)
+        dtype = torch.float32 if loc.gguf_file else "auto"
+        model = AutoModelForCausalLM.from_pretrained(loc.path, dtype=dtype, **kwargs)
     except Exception as err:  # safetensors, GGUF and hub clients raise many types
-        if source.get("kind") == "hub" and isinstance(err, OSError):
-            raise ModelSourceError(hub_help(name, source["id"]) + f" [{err}]") from err
+        if source.get("kind") == "hub" and isinstance(err, hub_errors()):
+            raise ModelSourceError(hub_help(name, source["id"], err)) from None
         where = f"{loc.path}/{loc.gguf_file}" if loc.gguf_file else loc.path
         raise ModelSourceError(f"model '{name}': cannot load {where} ({type(err).__name__}: {err})") from err
     return model, tok
@@ -191,6 +194,7 @@ def prepare_model(name: str, spec: Mapping[str, Any], out_dir: str | os.PathLike
             **preparation(spec),
             "model_type": model.config.model_type,
             "n_parameters": int(sum(p.numel() for p in model.parameters())),
+            "dtype": str(model.dtype).removeprefix("torch."),
             "weight_files": files,
             "weight_digest": weight_digest(tmp, files),
             "prepare_seconds": round(time.perf_counter() - start, 2),

@@ -113,12 +113,39 @@ def locate(name: str, source: Mapping[str, Any], workdir: Path) -> Located:
     raise ModelSourceError(f"model '{name}': unknown source kind {kind!r}")
 
 
-def hub_help(name: str, hub_id: str) -> str:
-    return (
-        f"model '{name}': the hub id '{hub_id}' could not be loaded (no network, or no access). "
-        f"Download it where the hub is reachable, e.g. `hf download {hub_id} --local-dir DIR`, "
-        f"copy DIR here and set models.{name}.source to {{kind: local, path: DIR}}"
+def hub_errors() -> tuple[type[BaseException], ...]:
+    """What the hub clients raise when a model cannot be had: transformers wraps most failures in
+    OSError; huggingface_hub's own errors (gated or missing repository, HTTP errors, an offline
+    cache miss) may come through unwrapped."""
+    try:
+        from huggingface_hub import errors
+    except ImportError:
+        return (OSError,)
+    return (OSError, errors.HfHubHTTPError, errors.LocalEntryNotFoundError, errors.OfflineModeIsEnabled)
+
+
+def hub_help(name: str, hub_id: str, cause: BaseException | None = None) -> str:
+    """One paragraph on why hub model ``hub_id`` (registered as ``name``) could not be had and what
+    to do about it; ``cause``'s first line closes it."""
+    offline = os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on")
+    why = (
+        "HF_HUB_OFFLINE is set, so only the local cache is read and it does not hold this model"
+        if offline
+        else "no network, no access, or no such repository"
     )
+    text = (
+        f"model '{name}': the hub id '{hub_id}' could not be loaded ({why}). Check the id; for a gated model "
+        f"(Llama, Gemma) accept its licence on https://huggingface.co/{hub_id} and log in (`hf auth login`, "
+        "or export HF_TOKEN); on a cluster whose compute nodes have no network, prepare the models on the login "
+        "node first (`snakemake --cores 4 --configfile CONFIG --until prepare_model`) with HF_HOME on a disk "
+        "both can read; or download it where the hub is reachable "
+        f"(`hf download {hub_id} --local-dir DIR`), copy DIR here and set models.{name}.source to "
+        "{kind: local, path: DIR}. See README, Hub access."
+    )
+    if cause is not None:
+        first = (str(cause).strip().splitlines() or [""])[0][:300]
+        text += f" [{type(cause).__name__}: {first}]"
+    return text
 
 
 def provided_modules(package: str) -> list[str]:

@@ -20,12 +20,16 @@ import torch
 
 from shiftwork.device import pick_device
 from shiftwork.logs import LOGGER
+from shiftwork.models import resume
 from shiftwork.models.checkpoints import CHECKPOINT_INFO
 from shiftwork.models.loading import load_trainable
 from shiftwork.models.prepare import INFO_FILE, weight_digest
+from shiftwork.models.trainer_args import with_trainer_args
 from shiftwork.organisms.convergence import criterion
 from shiftwork.progress import report_training
 
+PROGRESS_FILE = "progress.json"
+"""In an RL job's resume folder: the records and logs of the stages it has finished."""
 STAGES_FILE = "stages.json"
 """Written next to the RL checkpoints: each stage's first and last step, its budget and whether it
 stopped by convergence (:mod:`shiftwork.organisms.convergence`) or by spending the budget."""
@@ -44,7 +48,9 @@ def _lora(settings: Mapping[str, Any]):
     )
 
 
-def _common_args(settings: Mapping[str, Any], workdir: Path, seed: int) -> dict[str, Any]:
+def _common_args(settings: Mapping[str, Any], workdir: Path, seed: int, resume_every: int) -> dict[str, Any]:
+    """The arguments SFT and RL share; the Trainer saves resumable state into ``workdir`` every
+    ``resume_every`` steps (:mod:`shiftwork.models.resume`)."""
     cpu = pick_device().type == "cpu"
     return dict(
         output_dir=str(workdir),
@@ -56,7 +62,7 @@ def _common_args(settings: Mapping[str, Any], workdir: Path, seed: int) -> dict[
         max_grad_norm=float(settings["max_grad_norm"]),
         weight_decay=float(settings["weight_decay"]),
         logging_steps=int(settings["log_every"]),
-        save_strategy="no",
+        **resume.trainer_save_args(resume_every),
         report_to=[],
         seed=seed,
         data_seed=seed,
@@ -70,17 +76,6 @@ def _common_args(settings: Mapping[str, Any], workdir: Path, seed: int) -> dict[
     )
 
 
-def with_trainer_args(settings: Mapping[str, Any], fixed: Mapping[str, Any]) -> dict[str, Any]:
-    """``fixed`` (the TRL config fields shiftwork sets) and the ``trainer_args`` entry of
-    ``settings``, further fields passed as they are (``{top_entropy_quantile: 0.2}``); one that
-    ``fixed`` already sets is an error naming it."""
-    extra = settings["trainer_args"]
-    if not isinstance(extra, Mapping):
-        raise ValueError(f"trainer_args must be a mapping of TRL config fields, got {extra!r}")
-    taken = sorted(set(extra) & set(fixed))
-    if taken:
-        raise ValueError(f"trainer_args sets {taken}, which shiftwork sets itself; use the training keys instead")
-    return {**fixed, **extra}
 
 
 def _quiet_datasets() -> None:
@@ -105,16 +100,28 @@ def sft(model_dir: str, examples: pd.DataFrame, settings: Mapping[str, Any], out
     _quiet_datasets()
     out = Path(out_dir)
     model, tok, tmp = load_trainable(model_dir, out, dtype=str(settings["dtype"]))
-    data = Dataset.from_pandas(examples[["prompt", "completion"]].reset_index(drop=True))
+    table = examples[["prompt", "completion"]].reset_index(drop=True)
+    data = Dataset.from_pandas(table)
+    work, resume_from = resume.start(
+        out,
+        {
+            "settings": resume.job_settings(settings),
+            "seed": seed,
+            "base_model": resume.model_identity(model_dir),
+            "data": table,
+        },
+    )
+    every = int(settings.get("resume_every") or max(1, int(settings["steps"]) // 10))
     args = SFTConfig(
         **with_trainer_args(
             settings,
             {
-                **_common_args(settings, tmp / "trainer", seed),
+                **_common_args(settings, work / resume.TRAINER_DIR, seed, every),
                 "completion_only_loss": True,
                 "max_length": int(settings["max_length"]),
                 "packing": False,
             },
+            "SFTConfig",
         )
     )
     peft_config = _lora(settings) if _method(settings) == "lora" else None
@@ -126,13 +133,12 @@ def sft(model_dir: str, examples: pd.DataFrame, settings: Mapping[str, Any], out
         peft_config=peft_config,
     )
     report_training(trainer, "SFT")
-    trainer.train()
+    trainer.train(resume_from_checkpoint=str(resume_from) if resume_from else None)
     trained = trainer.model
     if peft_config is not None:
         trained = trained.merge_and_unload()
     trained.save_pretrained(tmp)
     tok.save_pretrained(tmp)
-    shutil.rmtree(tmp / "trainer", ignore_errors=True)
     history = [h for h in trainer.state.log_history if "loss" in h]
     info = {
         "name": f"sft:{Path(model_dir).name}",
@@ -144,6 +150,7 @@ def sft(model_dir: str, examples: pd.DataFrame, settings: Mapping[str, Any], out
     }
     (tmp / INFO_FILE).write_text(json.dumps(info, indent=1))
     _finish(tmp, out)
+    resume.finish(work)
     return info
 
 
@@ -168,7 +175,9 @@ def rl(
     adapter, or a full model for ``method: full``). With ``settings["converge"]`` a stage's steps
     are a budget: it ends at the first step where the reward has converged
     (:mod:`shiftwork.organisms.convergence`), and the next stage starts there. Each stage's end
-    and how it ended go to :data:`STAGES_FILE`. Returns the checkpoint steps."""
+    and how it ended go to :data:`STAGES_FILE`. A killed job resumes (:mod:`shiftwork.models.resume`):
+    finished stages from their recorded ends, the stage it was in from its Trainer's last saved
+    state (every ``resume_every`` steps, default ``checkpoint_every``). Returns the checkpoint steps."""
     from datasets import Dataset
     from transformers import TrainerCallback
     from trl import GRPOConfig, GRPOTrainer
@@ -177,13 +186,37 @@ def rl(
         raise ValueError("rl needs at least one stage")
     _quiet_datasets()
     out = Path(out_dir)
-    model, tok, tmp = load_trainable(sft_dir, out, padding_side="left", dtype=str(settings["dtype"]))
+    model, tok, _ = load_trainable(sft_dir, out, padding_side="left", dtype=str(settings["dtype"]))
     every = int(settings["checkpoint_every"])
     if every < 1:
         raise ValueError(f"checkpoint_every must be >= 1, got {every}")
     lora = _method(settings) == "lora"
     answer_format = str(settings["reward_format"])
-    saved: list[int] = []
+    work, _ = resume.start(
+        out,
+        {
+            "settings": resume.job_settings(settings),
+            "seed": seed,
+            "base_model": resume.model_identity(sft_dir),
+            "stages": [{"prompts": p[["prompt", "answer"]], "steps": int(n)} for p, n in stages],
+            "reward": f"{reward.__module__}.{reward.__qualname__}",
+        },
+    )
+    # finished stages (their records and logs), then the stage a killed job was in
+    progress = json.loads((work / PROGRESS_FILE).read_text()) if (work / PROGRESS_FILE).exists() else {}
+    record: list[dict] = progress.get("record", [])
+    history: list[dict] = progress.get("history", [])
+    offset = record[-1]["end"] if record else 0
+    current = resume.last_checkpoint(work / resume.TRAINER_DIR / f"stage-{len(record)}")
+    resumed = offset + current[1] if current else offset
+    tmp = resume.staged(work, resumed if record or current else None)
+    saved: list[int] = [s for s in resume.staged_steps(tmp) if s <= resumed] if record or current else []
+    if record or current:
+        LOGGER.info(
+            "resuming from step %d (stage %d; %s)", resumed, len(record), current[0] if current else "its start"
+        )
+    if record:
+        model = _restore(sft_dir, tmp / f"checkpoint-{offset}", lora, str(settings["dtype"]))
 
     def correctness(completions, answer, **_):
         return [float(reward(c, a, answer_format)) for c, a in zip(completions, answer)]
@@ -194,17 +227,22 @@ def rl(
         (target / CHECKPOINT_INFO).write_text(json.dumps({"step": step, "base_model": str(sft_dir)}))
         saved.append(step)
 
-    history: list[dict] = []
-    record: list[dict] = []
     until = criterion(settings)
-    offset = 0
     for number, (prompts, steps) in enumerate(stages):
         steps = int(steps)
         if steps < 1:
             raise ValueError(f"RL stage {number}: steps must be >= 1, got {steps}")
+        if number < len(record):
+            continue
         end = offset + steps
-        rewards: list[float] = []
+        trainer_dir = work / resume.TRAINER_DIR / f"stage-{number}"
+        found = resume.last_checkpoint(trainer_dir)
+        # the convergence test reads every reward of the stage, those before the resumed step too
+        prior = resume.logged_history(found[0]) if found else []
+        rewards: list[float] = [float(h["reward"]) for h in prior if "reward" in h]
         stopped: list[int] = []
+        if found and until is not None and until.met(rewards):
+            stopped.append(offset + found[1])  # it had converged at the saved step
 
         class SaveAt(TrainerCallback):
             def on_step_end(self, args, state, control, model=None, _offset=offset, _end=end, **kwargs):
@@ -242,13 +280,19 @@ def rl(
             **with_trainer_args(
                 settings,
                 {
-                    **_common_args({**settings, "steps": steps}, tmp / "trainer", seed + number),
+                    **_common_args(
+                        {**settings, "steps": steps},
+                        trainer_dir,
+                        seed + number,
+                        int(settings.get("resume_every") or every),
+                    ),
                     "logging_steps": 1,
                     "num_generations": int(settings["num_generations"]),
                     "max_completion_length": int(settings["max_completion_length"]),
                     "temperature": float(settings["temperature"]),
                     "beta": float(settings["beta"]),
                 },
+                "GRPOConfig",
             )
         )
         first_lora = lora and number == 0
@@ -262,16 +306,21 @@ def rl(
             callbacks=[SaveAt(), StopAtConvergence()],
         )
         report_training(trainer, f"RL stage {number}")
-        if number == 0:
+        if number == 0 and not found:
             save(trainer.model, 0)
-        trainer.train()
-        model = trainer.model
+        if stopped:
+            model = _restore(sft_dir, tmp / f"checkpoint-{stopped[0]}", lora, str(settings["dtype"]))
+            logged, global_step = prior, found[1]
+        else:
+            trainer.train(resume_from_checkpoint=str(found[0]) if found else None)
+            model = trainer.model
+            logged, global_step = trainer.state.log_history, int(trainer.state.global_step)
         history += [
             {**h, "stage": number, "step": offset + int(h.get("step", 0))}
-            for h in trainer.state.log_history
+            for h in logged
             if "reward" in h or "loss" in h
         ]
-        finished = stopped[0] if stopped else offset + int(trainer.state.global_step)
+        finished = stopped[0] if stopped else offset + global_step
         record.append(
             {
                 "stage": number,
@@ -290,8 +339,23 @@ def rl(
             steps,
         )
         offset = finished
+        resume.write_json(work / PROGRESS_FILE, {"record": record, "history": history})
+        shutil.rmtree(trainer_dir, ignore_errors=True)
     (tmp / "train_log.json").write_text(json.dumps(history, indent=1))
     (tmp / STAGES_FILE).write_text(json.dumps(record, indent=1))
-    shutil.rmtree(tmp / "trainer", ignore_errors=True)
     _finish(tmp, out)
+    resume.finish(work)
     return sorted(set(saved))
+
+
+def _restore(base_dir: str, checkpoint: Path, lora: bool, dtype: str):
+    """The trainable model a resumed RL job continues from: ``base_dir`` with the LoRA adapter of
+    ``checkpoint``, or the full model there."""
+    from transformers import AutoModelForCausalLM
+
+    if not lora:
+        return AutoModelForCausalLM.from_pretrained(checkpoint, dtype=getattr(torch, dtype))
+    from peft import PeftModel
+
+    base = AutoModelForCausalLM.from_pretrained(base_dir, dtype=getattr(torch, dtype))
+    return PeftModel.from_pretrained(base, str(checkpoint), is_trainable=True)

@@ -1,7 +1,9 @@
 """Pattern-based fine-tuning: each example becomes a prompt pattern whose next token is the
 label's verbaliser; the loss is the language-model loss on that one token. LoRA through peft
 by default, full fine-tuning as an option; the Hugging Face Trainer runs the loop and saves
-a checkpoint every ``checkpoint_every`` steps (and one before the first step)."""
+a checkpoint every ``checkpoint_every`` steps (and one before the first step). A killed job
+resumes from its last resumable state (:mod:`shiftwork.models.resume`), saved every
+``resume_every`` steps (default ``checkpoint_every``)."""
 
 from __future__ import annotations
 
@@ -17,8 +19,10 @@ import pandas as pd
 import torch
 
 from shiftwork.device import pick_device
+from shiftwork.models import resume
 from shiftwork.models.checkpoints import CHECKPOINT_INFO
 from shiftwork.models.loading import load_trainable
+from shiftwork.models.trainer_args import with_trainer_args
 from shiftwork.progress import report_training
 from shiftwork.trajectory.schedule import checkpoint_steps
 from shiftwork.trajectory.tasks import PATTERN, VERBALISERS, next_token_logits, render, verbaliser_ids
@@ -89,7 +93,7 @@ def finetune(
 
     set_seed(seed)
     out = Path(out_dir)
-    model, tok, tmp = load_trainable(model_dir, out, dtype=settings["dtype"])
+    model, tok, _ = load_trainable(model_dir, out, dtype=settings["dtype"])
     device = pick_device()
     method = settings["method"]
     if method == "lora":
@@ -113,26 +117,21 @@ def finetune(
     examples = training_examples(tok, train, int(settings["max_length"]), pattern, verbalisers)
     steps = int(settings["steps"])
     every = int(settings["checkpoint_every"])
-    args = TrainingArguments(
-        output_dir=str(tmp / "trainer"),
-        max_steps=steps,
-        per_device_train_batch_size=int(settings["batch_size"]),
-        learning_rate=float(settings["learning_rate"]),
-        lr_scheduler_type=settings["scheduler"],
-        warmup_steps=math.ceil(float(settings["warmup_ratio"]) * steps),
-        weight_decay=float(settings["weight_decay"]),
-        logging_steps=max(1, every),
-        save_strategy="no",
-        report_to=[],
-        seed=seed,
-        data_seed=seed,
-        use_cpu=device.type == "cpu",
-        # bfloat16 weights: LoRA adapters stay float32 (peft upcasts them) under bf16 autocast
-        bf16=settings["dtype"] == "bfloat16" and device.type == "cuda",
-        disable_tqdm=True,
-        remove_unused_columns=False,
-        dataloader_num_workers=0,
+    # the work folder beside the output keeps the Trainer's resumable state and the checkpoints
+    # written so far (staged), so a killed job continues where it stopped
+    work, resume_from = resume.start(
+        out,
+        {
+            "settings": resume.job_settings(settings),
+            "seed": seed,
+            "base_model": resume.model_identity(model_dir),
+            "examples": examples,
+            "pattern": pattern,
+            "verbalisers": dict(verbalisers),
+        },
     )
+    tmp = resume.staged(work, resume.step_of(resume_from) if resume_from else None)
+    args = TrainingArguments(**trainer_arguments(settings, work / resume.TRAINER_DIR, seed, device.type))
 
     def save(step: int) -> None:
         target = tmp / f"checkpoint-{step}"
@@ -148,7 +147,8 @@ def finetune(
             if state.global_step % every == 0 or state.global_step == steps:
                 save(state.global_step)
 
-    save(0)
+    if resume_from is None:
+        save(0)
 
     class PatternTrainer(Trainer):
         def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
@@ -162,11 +162,40 @@ def finetune(
         callbacks=[SaveAt()],
     )
     report_training(trainer, "finetune")
-    trainer.train()
+    trainer.train(resume_from_checkpoint=str(resume_from) if resume_from else None)
     history = [h for h in trainer.state.log_history if "loss" in h]
     (tmp / "train_log.json").write_text(json.dumps(history, indent=1))
-    shutil.rmtree(tmp / "trainer", ignore_errors=True)
     if out.exists():
         shutil.rmtree(out)
     os.replace(tmp, out)
+    resume.finish(work)
     return checkpoint_steps(steps, every)
+
+
+def trainer_arguments(settings: Mapping[str, Any], output_dir: Path, seed: int, device_type: str) -> dict[str, Any]:
+    """The ``TrainingArguments`` of a run's ``finetune`` settings (schedule in steps), with its
+    ``trainer_args`` (further ``TrainingArguments`` fields) merged in."""
+    steps = int(settings["steps"])
+    every = int(settings["checkpoint_every"])
+    fixed = dict(
+        output_dir=str(output_dir),
+        max_steps=steps,
+        per_device_train_batch_size=int(settings["batch_size"]),
+        learning_rate=float(settings["learning_rate"]),
+        lr_scheduler_type=settings["scheduler"],
+        warmup_steps=math.ceil(float(settings["warmup_ratio"]) * steps),
+        weight_decay=float(settings["weight_decay"]),
+        gradient_checkpointing=bool(settings.get("gradient_checkpointing", False)),
+        logging_steps=max(1, every),
+        **resume.trainer_save_args(int(settings.get("resume_every", every))),
+        report_to=[],
+        seed=seed,
+        data_seed=seed,
+        use_cpu=device_type == "cpu",
+        # bfloat16 weights: LoRA adapters stay float32 (peft upcasts them) under bf16 autocast
+        bf16=settings["dtype"] == "bfloat16" and device_type == "cuda",
+        disable_tqdm=True,
+        remove_unused_columns=False,
+        dataloader_num_workers=0,
+    )
+    return with_trainer_args(settings, fixed, "TrainingArguments")
