@@ -99,7 +99,13 @@ class Encoder:
             progress = Progress(what, len(idx), "pairs")
             for start in range(0, len(idx), chunk):
                 part = idx[start : start + chunk]
-                _, _, f = self.scorer.score([cands[i] for i in part], [refs[i] for i in part], verbose=False)
+                # bert-score's score() has its own batch_size default (64), not the scorer's
+                _, _, f = self.scorer.score(
+                    [cands[i] for i in part],
+                    [refs[i] for i in part],
+                    verbose=False,
+                    batch_size=self.scorer.batch_size,
+                )
                 out[part] = f.cpu().numpy().astype(float)
                 progress.update(len(part))
         return out

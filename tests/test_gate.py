@@ -76,3 +76,31 @@ def test_mismatched_pairs_and_baseline():
     b, n = estimate_baseline(fake, ["apple", "avocado", "banana"], max_pairs=100)
     # pairs: (a,a) twice -> 1.0, four mixed pairs -> 0.25: mean = (2 + 1) / 6
     assert n == 6 and b == pytest.approx(0.5)
+
+
+def test_encoder_scores_in_its_configured_batches_and_skips_empty_pairs():
+    """The scorer's batch size (encoders.<name>.batch_size) reaches bert-score's score(), whose
+    own default would be 64; chunks hold CHUNK_BATCHES batches; empty texts score 0 unscored."""
+    import torch
+
+    from shiftwork import encoders
+
+    calls = []
+
+    class FakeScorer:
+        batch_size = 3
+
+        def score(self, cands, refs, verbose=False, batch_size=64):
+            calls.append((len(cands), batch_size))
+            f = torch.tensor([len(c) / 10 for c in cands])
+            return f, f, f
+
+    enc = object.__new__(encoders.Encoder)
+    enc.scorer = FakeScorer()
+    n = encoders.CHUNK_BATCHES * 3 + 2
+    cands = ["x" * (k % 5 + 1) for k in range(n)] + [""]
+    refs = ["ref"] * (n + 1)
+    f1 = enc.f1(cands, refs)
+    assert calls == [(encoders.CHUNK_BATCHES * 3, 3), (2, 3)]
+    assert f1[:-1] == pytest.approx([(k % 5 + 1) / 10 for k in range(n)])
+    assert f1[-1] == 0.0

@@ -76,8 +76,6 @@ def _common_args(settings: Mapping[str, Any], workdir: Path, seed: int, resume_e
     )
 
 
-
-
 def _quiet_datasets() -> None:
     """No per-example progress bars from ``datasets`` in the job logs."""
     from datasets.utils.logging import disable_progress_bar
