@@ -248,19 +248,19 @@ def test_rl_killed_in_its_second_stage_resumes_there_with_the_same_result(scratc
     whole = tmp_path / "whole"
     assert training.rl(str(scratch_dir), stages, _tiny_reward, settings, str(whole), seed=1) == [0, 2, 3, 4, 6]
 
-    original = training._log_callback
+    original = training.report_training
 
     class KillAt(TrainerCallback):
         def on_save(self, args, state, control, **kwargs):
             if "stage-1" in args.output_dir and state.global_step == 2:
                 raise Killed
 
-    monkeypatch.setattr(training, "_log_callback", lambda: KillAt())
+    monkeypatch.setattr(training, "report_training", lambda trainer, what: trainer.add_callback(KillAt()))
     out = tmp_path / "killed"
     with pytest.raises(Killed):
         training.rl(str(scratch_dir), stages, _tiny_reward, settings, str(out), seed=1)
     assert not out.exists()
-    monkeypatch.setattr(training, "_log_callback", original)
+    monkeypatch.setattr(training, "report_training", original)
     caplog.set_level("INFO", logger="shiftwork")
     assert training.rl(str(scratch_dir), stages, _tiny_reward, settings, str(out), seed=1) == [0, 2, 3, 4, 6]
     assert "resuming from step 5 (stage 1" in caplog.text
@@ -299,12 +299,12 @@ def test_sft_stopped_mid_run_resumes_with_the_same_model(scratch_dir, tmp_path, 
             if state.global_step == 4:
                 raise Killed
 
-    original = training._log_callback
-    monkeypatch.setattr(training, "_log_callback", lambda: KillAt())
+    original = training.report_training
+    monkeypatch.setattr(training, "report_training", lambda trainer, what: trainer.add_callback(KillAt()))
     out = tmp_path / "killed"
     with pytest.raises(Killed):
         training.sft(str(scratch_dir), examples, settings, str(out), seed=2)
-    monkeypatch.setattr(training, "_log_callback", original)
+    monkeypatch.setattr(training, "report_training", original)
     caplog.set_level("INFO", logger="shiftwork")
     info = training.sft(str(scratch_dir), examples, settings, str(out), seed=2)
     assert "resuming from step 4" in caplog.text
