@@ -14,12 +14,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-import yaml
 from browser import browser, chromium
 from test_organisms_workflow import tiny_organisms_config
 from test_trajectory_workflow import MODEL as TRAJ_MODEL
 from test_trajectory_workflow import tiny_trajectory_config
-from test_workflow import ENV, PROMPTS, snakemake, snakemake_cmd, tiny_config
+from test_workflow import ENV, PROMPTS, run_config, snakemake_cmd, tiny_config
 
 from shiftwork.models.prepare import prepared_dir
 from shiftwork.reports.catalogue import CatalogueError, Item, load_catalogue, lookup, report_items
@@ -142,14 +141,10 @@ def report_dir(tmp_path_factory, prepared_smollm):
     work = tmp_path_factory.mktemp("report")
     data = work / "tiny.jsonl"
     data.write_text("".join(json.dumps(r) + "\n" for r in PROMPTS))
-    (work / "config").mkdir()
     cfg = combined_config(data)
-    (work / "config" / "config.yaml").write_text(yaml.safe_dump(cfg))
-    shutil.copytree(
-        prepared_smollm, prepared_dir(TRAJ_MODEL, cfg["models"][TRAJ_MODEL], work / "results"), copy_function=os.link
-    )
-    proc = snakemake(work, "report_files")
-    assert proc.returncode == 0, proc.stderr[-4000:]
+    target = prepared_dir(TRAJ_MODEL, cfg["models"][TRAJ_MODEL], work / "results")
+    shutil.copytree(prepared_smollm, target, copy_function=os.link)
+    run_config(work, cfg, "report_files")
     html = work / "results" / "default" / "report.html"
     proc = subprocess.run(
         snakemake_cmd(work, "report_files", "--report", str(html)), capture_output=True, text=True, env=ENV, timeout=600

@@ -6,14 +6,9 @@ set -uo pipefail
 
 command -v chromium >/dev/null 2>&1 && exit 0
 echo "browser install: installing Debian's chromium" >&2
-if [ "$(id -u)" -ne 0 ]; then
-    echo "browser install: CANNOT INSTALL: not root" >&2
-    exit 3
-fi
-if ! command -v apt-get >/dev/null 2>&1; then
-    echo "browser install: CANNOT INSTALL: no apt-get (not Debian or Ubuntu)" >&2
-    exit 3
-fi
+# shellcheck source=../apt-ready.sh
+. "$(dirname "$0")/../apt-ready.sh"
+apt_ready browser || exit 3
 export DEBIAN_FRONTEND=noninteractive
 status=0
 { apt-get update -qq && apt-get install -y -qq --no-install-recommends chromium; } \

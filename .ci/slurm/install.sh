@@ -14,14 +14,9 @@ done
 [ ${#missing[@]} -eq 0 ] && exit 0
 
 echo "slurm install: missing ${missing[*]}; installing slurm-wlm slurmdbd munge mariadb-server" >&2
-if [ "$(id -u)" -ne 0 ]; then
-    echo "slurm install: CANNOT INSTALL: not root" >&2
-    exit 3
-fi
-if ! command -v apt-get >/dev/null 2>&1; then
-    echo "slurm install: CANNOT INSTALL: no apt-get (not Debian or Ubuntu)" >&2
-    exit 3
-fi
+# shellcheck source=../apt-ready.sh
+. "$(dirname "$0")/../apt-ready.sh"
+apt_ready slurm || exit 3
 
 policy=/usr/sbin/policy-rc.d
 own_policy=0
