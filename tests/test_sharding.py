@@ -24,7 +24,7 @@ def tiny_config(n_prompts: int, shard_size: int = 0) -> dict:
     """The default config cut down to the stability study of SmolLM2 on ``n_prompts`` of the
     trivia set, without the structural rewriter (the test_workflow.py approach)."""
     default = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
-    cfg = {key: default[key] for key in ("encoders", "stability")}
+    cfg = {key: default[key] for key in ("name", "encoders", "stability")}
     cfg["studies"] = ["stability"]
     cfg["models"] = {MODEL: default["models"][MODEL]}
     cfg["datasets"] = {
