@@ -19,6 +19,7 @@ include: "rules/models.smk"
 include: "rules/stability.smk"
 include: "rules/trajectory.smk"
 include: "rules/organisms.smk"
+include: "rules/crossstudy.smk"
 include: "rules/report.smk"
 
 

@@ -64,7 +64,8 @@ rule make_rl_prompts:
         "../scripts/make_rl_prompts.py"
 
 
-rule train_rl:
+# a checkpoint: the cross-study reads which steps it saved (rules/crossstudy_inputs.smk)
+checkpoint train_rl:
     input:
         sft=organism_sft_model,
         prompts=res("organisms/runs/{run}/prompts.parquet"),

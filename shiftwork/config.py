@@ -189,6 +189,7 @@ def reference_errors(config: Mapping[str, Any]) -> list[str]:
             check("stability.variants.structural.rewriter", structural["rewriter"], models, "model")
     errors += trajectory_errors(config, models)
     errors += organism_errors(config.get("organisms") or {}, models)
+    errors += crossstudy_errors(config)
     errors += trainer_args_errors(config)
     errors += api_model_errors(config)
     for study in config.get("studies") or []:
@@ -624,6 +625,28 @@ def path_errors(config: Mapping[str, Any], root: str | Path = ".") -> list[str]:
             if src["kind"] == "local" and not (Path(src["path"]) / "config.json").is_file():
                 errors.append(
                     f"config key '{section}.{name}.source.path': {src['path']} is not a Hugging Face model directory (no config.json)"
+                )
+    return errors
+
+
+def crossstudy_errors(config: Mapping[str, Any]) -> list[str]:
+    """The cross-study's runs must be runs of this config's trajectory or organisms study (expanded
+    names: a seeded organisms run is ``<run>-s<seed>``), and it needs the stability section (its
+    variants, gate and axes)."""
+    cross = config.get("crossstudy")
+    if not cross:
+        return []
+    errors = [] if config.get("stability") else ["config key 'crossstudy': needs the 'stability' section (variants, gate, axes)"]
+    known = {
+        "trajectory": set(expand_runs(config.get("trajectory") or {})[0]) if config.get("trajectory") else set(),
+        "organisms": set(organism_runs(config.get("organisms") or {})) if config.get("organisms") else set(),
+    }
+    for study, names in known.items():
+        for i, run in enumerate((cross.get(study) or {}).get("runs") or []):
+            if run not in names:
+                errors.append(
+                    f"config key 'crossstudy.{study}.runs.{i}': '{run}' is not a run of the {study} study; "
+                    f"its runs are {sorted(names)}" + _suggest(str(run), names)
                 )
     return errors
 

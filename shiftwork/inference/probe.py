@@ -41,6 +41,7 @@ class ProbeResult:
     entropy: float
     n_response_tokens: int
     last_hidden: np.ndarray  # (layers, hidden) float32
+    watched: np.ndarray | None = None  # log-probabilities of the watched tokens as the first response token
 
 
 def encode_pairs(lm: LoadedModel, inputs: Sequence[str], responses: Sequence[str]) -> list[tuple[list[int], int]]:
@@ -132,9 +133,12 @@ def probe_batches(
     responses: Sequence[str],
     batch_size: int,
     what: str = "probe",
+    watch: Sequence[int] = (),
 ) -> Iterator[list[ProbeResult]]:
     """Yield probe results batch by batch; ``index`` refers to the position in ``inputs``. The
-    count of rows done goes to the log as ``what`` (:class:`~shiftwork.progress.Progress`)."""
+    count of rows done goes to the log as ``what`` (:class:`~shiftwork.progress.Progress`). With
+    ``watch`` (token ids), each result's ``watched`` holds their log-probabilities as the token
+    after the input, from the same pass (a one-token answer read off the probe, e.g. a verbaliser)."""
     if len(inputs) != len(responses):
         raise ValueError(f"{len(inputs)} inputs but {len(responses)} responses")
     encoded = encode_pairs(lm, inputs, responses)
@@ -178,6 +182,11 @@ def probe_batches(
             rows_idx = torch.arange(len(seqs), device=final.device)
             hidden = torch.stack([h[rows_idx, last] for h in out.hidden_states[1:]], dim=1)
             hidden = hidden.float().cpu().numpy()  # (batch, layers, hidden)
+            watched = None
+            if len(watch):
+                first = head_logits(lm, final[rows_idx, last])
+                watched = torch.log_softmax(first, dim=-1)[:, torch.tensor(list(watch), device=final.device)]
+                watched = watched.double().cpu().numpy()
         results = []
         for row, i in enumerate(batch):
             n = int(counts[row])
@@ -188,6 +197,7 @@ def probe_batches(
                     entropy=float(entropy[row] / n) if n else 0.0,
                     n_response_tokens=n,
                     last_hidden=hidden[row],
+                    watched=None if watched is None else watched[row],
                 )
             )
         yield results

@@ -656,9 +656,10 @@ def _run_bias(bias: pd.DataFrame, table: pd.DataFrame) -> np.ndarray:
     return values
 
 
-def _item_matrices(items: pd.DataFrame, table: pd.DataFrame) -> list[np.ndarray]:
+def _item_matrices(items: pd.DataFrame, table: pd.DataFrame, continuous: Sequence[str] = ()) -> list[np.ndarray]:
     """Items x checkpoints 0/1 correctness matrices of the run's test sets, in the column order
-    of ``table`` (ID first), items sorted by ``example_id``, checkpoints those of ``table``.
+    of ``table`` (ID first), items sorted by ``example_id``, checkpoints those of ``table``; the
+    sets in ``continuous`` may hold any score in [0, 1].
 
     Raises :class:`AnalysisError` (naming run, set, step or item) when a set has no items, an
     item is listed twice at a step or is missing at a step, ``correct`` is not 0/1, or an
@@ -681,7 +682,10 @@ def _item_matrices(items: pd.DataFrame, table: pd.DataFrame) -> list[np.ndarray]
                 f"{int(first['step'])}"
             )
         correct = pd.to_numeric(part["correct"].astype(object), errors="coerce").astype(float)
-        if not correct.isin([0.0, 1.0]).all():
+        if testset in continuous:
+            if not (np.isfinite(correct) & (correct >= 0.0) & (correct <= 1.0)).all():
+                raise AnalysisError(f"{where}: test set {_label(testset)} has item scores outside [0, 1]")
+        elif not correct.isin([0.0, 1.0]).all():
             raise AnalysisError(f"{where}: test set {_label(testset)} has 'correct' values other than true/false")
         matrix = (
             part.assign(correct=correct)
@@ -719,11 +723,12 @@ def _bootstrap(
     resamples: int,
     seed: int,
     together: Sequence[Sequence[str]] = (),
+    continuous: Sequence[str] = (),
 ) -> np.ndarray:
     """``(resamples, pairs)`` bootstrap correlations of the primary method (pairs in
     :func:`itertools.combinations` order of the OOD sets). A group of ``together`` whose sets the
     run all has resamples their items (rows sorted by example id) with one draw."""
-    matrices = _item_matrices(items, table)
+    matrices = _item_matrices(items, table, continuous)
     rng = rng_for("trajectory-bootstrap", seed, table.attrs["run"])
     group_of = {name: k for k, group in enumerate(together) if set(group) <= set(table.columns) for name in group}
     acc = boot.resample_accuracies(matrices, rng, resamples, [group_of.get(c) for c in table.columns])
@@ -763,6 +768,7 @@ def pair_table(
     resamples: int = 1000,
     seed: int = 0,
     together: Sequence[Sequence[str]] = (),
+    continuous: Sequence[str] = (),
 ) -> pd.DataFrame:
     """Per run and unordered pair of OOD sets ``(ood_a, ood_b)`` (``ood_a < ood_b``): how the
     two OOD accuracies co-vary over the run's checkpoints. Columns :data:`PAIR_COLUMNS`:
@@ -817,6 +823,10 @@ def pair_table(
         ``"positive"`` or ``"negative"`` (the sign of ``r_primary``) when ``p_primary_holm <
         alpha``, else ``"null"``.
 
+    ``continuous`` names test sets whose items carry a score in [0, 1] rather than 0/1 in
+    ``correct`` (e.g. a prompt's scaled instability, whose mean over prompts is the column); their
+    items are resampled like the others.
+
     ``items`` is the per-example table (:data:`ITEM_COLUMNS`; only its rows at the steps of
     ``scores`` are used, so a window of steps can be analysed on its own). ``bias`` is a
     :func:`label_bias` table; when it is None and ``items`` is given it is computed from
@@ -866,7 +876,9 @@ def pair_table(
         part["p_primary_bh"] = part[f"p_{stem}_bh"]
         summaries = [boot.summarise(np.array([]), math.nan)] * len(part)
         if items is not None and resamples > 0:
-            r_boot = _bootstrap(table, items, method, fits, int(gam_df), int(resamples), int(seed), together)
+            r_boot = _bootstrap(
+                table, items, method, fits, int(gam_df), int(resamples), int(seed), together, continuous
+            )
             point = part["r_primary"].to_numpy(dtype=float)
             summaries = [
                 boot.summarise(r_boot[:, k] if np.isfinite(point[k]) else np.array([]), point[k])

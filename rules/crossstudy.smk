@@ -1,0 +1,164 @@
+# The cross-study (shiftwork.crossstudy): prompt stability of the trajectory and organisms
+# studies' checkpoints. Per run: prompts that fit its checkpoints -> variants -> meaning gate;
+# per (run, step): responses, probes and axis deltas; then SGS along each run, paired tests
+# against step 0, partial correlations with OOD accuracy, figures and findings.
+
+
+include: "crossstudy_inputs.smk"
+
+
+rule crossstudy_prompts:
+    input:
+        source=cross_prompt_source,
+    output:
+        prompts=res("crossstudy/prompts/{run}.parquet"),
+    log:
+        logs("crossstudy_prompts/{run}.log"),
+    conda:
+        "../envs/shiftwork.yaml"
+    params:
+        study=cross_study,
+        n=cross_n_prompts,
+        seed=CROSS.get("seed", 0),
+        pattern=cross_pattern,
+    script:
+        "../scripts/crossstudy_prompts.py"
+
+
+# the stability study's own variant step, on the part of each prompt that variants may change
+rule crossstudy_variants:
+    input:
+        prompts=res("crossstudy/prompts/{run}.parquet"),
+    output:
+        variants=res("crossstudy/variants/{run}.parquet"),
+    log:
+        logs("crossstudy_variants/{run}.log"),
+    conda:
+        "../envs/shiftwork.yaml"
+    params:
+        settings=cross_variants(),
+        seed=CROSS.get("seed", 0),
+    script:
+        "../scripts/make_variants.py"
+
+
+# the stability study's gate, with its rescale baseline b (mismatched pairs of its own prompts)
+rule crossstudy_gate:
+    input:
+        variants=res("crossstudy/variants/{run}.parquet"),
+        baseline=res("stability/gate/baseline.parquet"),
+    output:
+        kept=res("crossstudy/filtered/{run}.parquet"),
+    log:
+        logs("crossstudy_gate/{run}.log"),
+    conda:
+        "../envs/shiftwork.yaml"
+    resources:
+        gpu=1,
+    params:
+        encoder=GATE["encoder"],
+        encoder_spec=encoder_spec,
+        gate=GATE,
+    script:
+        "../scripts/crossstudy_gate.py"
+
+
+rule crossstudy_score:
+    input:
+        prompts=res("crossstudy/prompts/{run}.parquet"),
+        filtered=res("crossstudy/filtered/{run}.parquet"),
+        baseline=res("stability/gate/baseline.parquet"),
+        base=cross_base,
+        checkpoints=cross_checkpoints,
+    output:
+        generations=res("crossstudy/generations/{run}/step-{step}.parquet"),
+        probes=res("crossstudy/probes/{run}/step-{step}.parquet"),
+        deltas=res("crossstudy/deltas/{run}/step-{step}.parquet"),
+    log:
+        logs("crossstudy_score/{run}/step-{step}.log"),
+    benchmark:
+        bench("crossstudy_score/{run}/step-{step}.tsv")
+    conda:
+        "../envs/shiftwork.yaml"
+    threads: 1
+    resources:
+        gpu=1,
+    params:
+        study=cross_study,
+        settings=cross_score_settings,
+        encoder=GATE["encoder"],
+        encoder_spec=encoder_spec,
+    script:
+        "../scripts/crossstudy_score.py"
+
+
+rule crossstudy_collect:
+    input:
+        deltas=cross_deltas,
+    output:
+        per_prompt=res("crossstudy/per_prompt.parquet"),
+        sgs=res("crossstudy/sgs.parquet"),
+        changes=res("crossstudy/changes.parquet"),
+    log:
+        logs("crossstudy_collect.log"),
+    conda:
+        "../envs/shiftwork.yaml"
+    params:
+        runs={run: {"study": study} for run, study in CROSS_RUNS.items()},
+        R=STATS_R,
+        alpha=TRAJECTORY["analysis"]["alpha"],
+    script:
+        "../scripts/crossstudy_collect.py"
+
+
+rule crossstudy_analyse:
+    input:
+        unpack(cross_analysis_inputs),
+    output:
+        pairs=res("crossstudy/pairs.parquet"),
+        organisms_steps=res("crossstudy/organisms_steps.parquet"),
+        organisms_timing=res("crossstudy/organisms_timing.parquet"),
+    log:
+        logs("crossstudy_analyse.log"),
+    conda:
+        "../envs/shiftwork.yaml"
+    params:
+        organisms=cross_organisms,
+        analysis=TRAJECTORY["analysis"],
+        collapse=ORGANISMS["headline"]["held_out_accuracy"],
+    script:
+        "../scripts/crossstudy_analyse.py"
+
+
+rule crossstudy_report:
+    input:
+        sgs=res("crossstudy/sgs.parquet"),
+        changes=res("crossstudy/changes.parquet"),
+        pairs=res("crossstudy/pairs.parquet"),
+        organisms_steps=res("crossstudy/organisms_steps.parquet"),
+        organisms_timing=res("crossstudy/organisms_timing.parquet"),
+        trajectory_scores=(
+            [res("trajectory/scores.parquet")]
+            if "trajectory" in CROSS_RUNS.values()
+            else []
+        ),
+    output:
+        findings=res("crossstudy/findings.md"),
+        figures=[path for pair in cross_figures().values() for path in pair],
+    log:
+        logs("crossstudy_report.log"),
+    conda:
+        "../envs/shiftwork.yaml"
+    params:
+        figures=cross_figures(),
+        settings={
+            "alpha": TRAJECTORY["analysis"]["alpha"],
+            "collapse": ORGANISMS["headline"]["held_out_accuracy"],
+        },
+    script:
+        "../scripts/crossstudy_report.py"
+
+
+rule crossstudy:
+    input:
+        crossstudy_targets(),

@@ -1,0 +1,149 @@
+# The cross-study's settings and input functions; rules/crossstudy.smk includes this file first.
+from shiftwork.config import with_defaults
+from shiftwork.crossstudy.select import every_kth, steps_on_disk
+
+# without a crossstudy section: no runs, every setting at its default
+CROSS = config.get("crossstudy") or with_defaults({"crossstudy": {}})["crossstudy"]
+# the run of each cross-study run: its study (trajectory or organisms)
+CROSS_RUNS = {
+    run: study
+    for study in ("trajectory", "organisms")
+    for run in (CROSS.get(study) or {}).get("runs", [])
+}
+
+
+def cross_study(wildcards):
+    return CROSS_RUNS[wildcards.run]
+
+
+def cross_prompt_source(wildcards):
+    """The suite of a trajectory run, the held-out test table of an organisms run."""
+    if CROSS_RUNS[wildcards.run] == "trajectory":
+        return f"{OUT}/trajectory/suites/{RUNS[wildcards.run]['suite']}.parquet"
+    organism = ORGANISM_RUNS[wildcards.run]["organism"]
+    return f"{OUT}/organisms/{organism}/data/test.parquet"
+
+
+def cross_n_prompts(wildcards):
+    return CROSS[CROSS_RUNS[wildcards.run]]["n_prompts"]
+
+
+def cross_pattern(wildcards):
+    if CROSS_RUNS[wildcards.run] == "trajectory":
+        return TRAJECTORY["suites"][RUNS[wildcards.run]["suite"]]["pattern"]
+    return None
+
+
+def cross_variants():
+    """The stability study's variants at the cross-study's register strengths, without structural
+    rewrites (no rewriter model here)."""
+    register = {**STABILITY["variants"]["register"], "strengths": CROSS["register_strengths"]}
+    return {
+        **STABILITY["variants"],
+        "register": register,
+        "structural": {"enabled": False},
+    }
+
+
+def cross_base(wildcards):
+    """What a run's checkpoints load onto: the prepared model a trajectory run fine-tunes, the
+    SFT organism an RL run starts from."""
+    if CROSS_RUNS[wildcards.run] == "trajectory":
+        return prepared(RUNS[wildcards.run]["model"])
+    return organism_sft_model(wildcards)
+
+
+def cross_checkpoints(wildcards):
+    study = CROSS_RUNS[wildcards.run]
+    return f"{OUT}/{study}/runs/{wildcards.run}/checkpoints"
+
+
+def cross_score_settings(wildcards):
+    """How a run's checkpoints answer: the verbaliser word of the run's suite (trajectory) or a
+    greedy response as long as the organisms evaluation's (organisms)."""
+    if CROSS_RUNS[wildcards.run] == "trajectory":
+        suite = TRAJECTORY["suites"][RUNS[wildcards.run]["suite"]]
+        answer = {
+            "mode": "verbaliser",
+            "verbalisers": suite["verbalisers"],
+            "dtype": TRAJECTORY["eval_dtype"],
+        }
+    else:
+        answer = {
+            "mode": "generate",
+            "max_new_tokens": ORGANISMS["evaluation"]["max_new_tokens"],
+            "dtype": "float32",
+        }
+    return answer | {
+        "batch_size": CROSS["batch_size"],
+        "bleu": STABILITY["axes"]["bleu"],
+    }
+
+
+def cross_steps(run):
+    """The checkpoint steps of ``run`` the cross-study scores: every k-th (step 0 always). An
+    organisms run's steps are known once its RL job has run (rule train_rl is a checkpoint)."""
+    study = CROSS_RUNS[run]
+    if study == "trajectory":
+        steps = run_steps(RUNS[run])
+    else:
+        done = checkpoints.train_rl.get(run=run).output.checkpoints
+        steps = steps_on_disk(done)
+    return every_kth(steps, CROSS[study]["every"])
+
+
+def cross_deltas(wildcards):
+    return [
+        f"{OUT}/crossstudy/deltas/{run}/step-{step}.parquet"
+        for run in CROSS_RUNS
+        for step in cross_steps(run)
+    ]
+
+
+def cross_analysis_inputs(wildcards):
+    inputs = {
+        "per_prompt": res("crossstudy/per_prompt.parquet"),
+        "sgs": res("crossstudy/sgs.parquet"),
+        "changes": res("crossstudy/changes.parquet"),
+    }
+    if any(s == "trajectory" for s in CROSS_RUNS.values()):
+        inputs["scores"] = res("trajectory/scores.parquet")
+        inputs["item_table"] = res("trajectory/items.parquet")
+    for run, study in CROSS_RUNS.items():
+        if study == "organisms":
+            inputs[f"scores_{run}"] = res(f"organisms/runs/{run}/scores.parquet")
+            inputs[f"identities_{run}"] = res(f"organisms/runs/{run}/identities.parquet")
+    return inputs
+
+
+def cross_organisms(wildcards, input):
+    """Per organisms run: its evaluation tables and the names of the policies that answer the
+    distributions it was trained on."""
+    from shiftwork.organisms.report import trained_policies
+    from shiftwork.organisms.settings import load_setting
+
+    out = {}
+    for run, study in CROSS_RUNS.items():
+        if study == "organisms":
+            spec = ORGANISM_RUNS[run]
+            setting = load_setting(ORGANISM_SFT[spec["organism"]]["setting"])
+            trained = trained_distributions(spec["stages"])
+            out[run] = {
+                "scores": input[f"scores_{run}"],
+                "identities": input[f"identities_{run}"],
+                "trained": trained_policies(setting, trained),
+            }
+    return out
+
+
+def cross_figures():
+    return {
+        run: (res(f"crossstudy/figures/{run}.png"), res(f"crossstudy/figures/{run}.svg"))
+        for run in CROSS_RUNS
+    }
+
+
+def crossstudy_targets():
+    targets = [res("crossstudy/findings.md")]
+    targets += [path for pair in cross_figures().values() for path in pair]
+    return targets

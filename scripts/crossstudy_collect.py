@@ -1,0 +1,11 @@
+from shiftwork.crossstudy.steps import collect
+from shiftwork.logs import log_to
+
+with log_to(snakemake.log[0]):
+    collect(
+        snakemake.input.deltas,
+        snakemake.params.runs,
+        snakemake.params.R,
+        snakemake.params.alpha,
+        snakemake.output,
+    )

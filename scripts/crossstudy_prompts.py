@@ -1,0 +1,12 @@
+from shiftwork.crossstudy.steps import make_prompts
+from shiftwork.logs import log_to
+
+with log_to(snakemake.log[0]):
+    make_prompts(
+        snakemake.params.study,
+        snakemake.input.source,
+        snakemake.params.n,
+        snakemake.params.seed,
+        snakemake.output.prompts,
+        pattern=snakemake.params.pattern,
+    )

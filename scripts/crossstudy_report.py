@@ -1,0 +1,11 @@
+from shiftwork.crossstudy.steps import report
+from shiftwork.logs import log_to
+
+with log_to(snakemake.log[0]):
+    report(
+        snakemake.input,
+        snakemake.input.trajectory_scores[0] if snakemake.input.trajectory_scores else None,
+        snakemake.params.settings,
+        snakemake.params.figures,
+        snakemake.output.findings,
+    )

@@ -1,0 +1,1 @@
+"""The cross-study: prompt stability of the trajectory and organisms studies' checkpoints."""

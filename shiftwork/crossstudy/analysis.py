@@ -1,0 +1,220 @@
+"""Does a checkpoint's prompt stability track its OOD accuracy beyond what its ID accuracy explains
+(trajectory runs), and does selection by RL change stability on the distribution it abandons
+before that distribution's accuracy collapses (organisms runs)?
+
+Trajectory runs: every stability axis, pooled over the run's NLI prompts, becomes one more column
+beside the OOD accuracies of the trajectory study's analysis (:func:`shiftwork.trajectory.analysis.pair_table`:
+the same partial correlations controlling for ID accuracy, GAM control, label-bias control and
+item bootstrap). An axis column is the SGS divided by the largest per-prompt value of that axis in
+the run (correlations do not change under scaling, and the analysis wants values in [0, 1]); its
+"items" are the prompts, resampled by the bootstrap as the test items are. Of the pairs, only the
+(axis, OOD set) ones are kept, and their multiple-comparison adjustments are redone over that
+family (per run, the axes x OOD sets)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pingouin as pg
+
+from shiftwork.crossstudy.stats import AXES, POOLED
+
+AXIS_PREFIX = "SGS "
+FAMILY_STEMS = ("partial", "gam")
+PAIR_KEEP = [
+    "model",
+    "run",
+    "axis",
+    "ood",
+    "n",
+    "method",
+    "r_raw",
+    "p_raw",
+    "r_partial",
+    "p_partial",
+    "p_partial_holm",
+    "p_partial_bh",
+    "r_partial_spearman",
+    "p_partial_spearman",
+    "r_gam",
+    "p_gam",
+    "p_gam_holm",
+    "r_partial_bias",
+    "p_partial_bias",
+    "p_partial_bias_holm",
+    "r_primary",
+    "p_primary",
+    "p_primary_holm",
+    "p_primary_bh",
+    "boot_sign_share",
+    "boot_ci_low",
+    "boot_ci_high",
+    "n_boot",
+    "sign",
+]
+
+
+def _axis_columns(per_prompt: pd.DataFrame, run: str, axes: Sequence[str]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(scores rows, item rows) of each axis of ``run`` scaled by its largest per-prompt value;
+    an axis that is zero (or missing) everywhere is left out."""
+    rows = per_prompt[per_prompt["run"] == run]
+    scores, items = [], []
+    for axis in axes:
+        values = rows[axis].astype(float)
+        top = float(values.max()) if values.notna().any() else 0.0
+        if not np.isfinite(top) or top <= 0:
+            continue
+        name = f"{AXIS_PREFIX}{axis}"
+        scaled = rows.assign(correct=values / top, set=name, example_id=rows["dataset"] + "/" + rows["prompt_id"])
+        items.append(scaled[["run", "step", "set", "example_id", "correct"]])
+        sgs = scaled.groupby("step", sort=True)["correct"].mean().reset_index(name="accuracy")
+        scores.append(sgs.assign(run=run, testset=name, role="ood"))
+    return (pd.concat(scores, ignore_index=True) if scores else pd.DataFrame()), (
+        pd.concat(items, ignore_index=True) if items else pd.DataFrame()
+    )
+
+
+def _readjust(pairs: pd.DataFrame, alpha: float, method: str) -> pd.DataFrame:
+    """The Holm and BH columns and the sign, recomputed within each run's kept pairs."""
+    out = []
+    for _, part in pairs.groupby("run", sort=True):
+        part = part.copy()
+        for stem in FAMILY_STEMS:
+            p = part[f"p_{stem}"].to_numpy(float)
+            part[f"p_{stem}_holm"] = pg.multicomp(p, alpha=alpha, method="holm")[1]
+            part[f"p_{stem}_bh"] = pg.multicomp(p, alpha=alpha, method="fdr_bh")[1]
+        part["p_partial_bias_holm"] = pg.multicomp(part["p_partial_bias"].to_numpy(float), alpha=alpha, method="holm")[1]
+        stem = "partial" if method == "linear" else "gam"
+        part["p_primary_holm"] = part[f"p_{stem}_holm"]
+        part["p_primary_bh"] = part[f"p_{stem}_bh"]
+        r = part["r_primary"].to_numpy(float)
+        significant = part["p_primary_holm"].to_numpy(float) < alpha
+        part["sign"] = np.where(significant & (r > 0), "positive", np.where(significant & (r < 0), "negative", "null"))
+        out.append(part)
+    return pd.concat(out, ignore_index=True)
+
+
+def stability_pairs(
+    per_prompt: pd.DataFrame,
+    scores: pd.DataFrame,
+    items: pd.DataFrame,
+    analysis: Mapping[str, Any],
+    axes: Sequence[str] = AXES,
+) -> pd.DataFrame:
+    """Per trajectory run in ``per_prompt``, axis and OOD set: the partial correlation over the
+    run's checkpoints of the axis's SGS with the OOD accuracy controlling for the ID accuracy, with
+    the trajectory analysis's methods (``analysis`` is config ``trajectory.analysis``: alpha,
+    method, gam_df, spline_df, bootstrap). ``scores`` and ``items`` are the trajectory study's
+    tables; only the checkpoints scored for stability are used. Columns :data:`PAIR_KEEP`."""
+    from shiftwork.trajectory.analysis import label_bias, pair_table
+
+    frames = []
+    boot = analysis["bootstrap"]
+    for run in sorted(per_prompt["run"].unique()):
+        steps = sorted(per_prompt.loc[per_prompt["run"] == run, "step"].unique())
+        acc = scores[(scores["run"] == run) & scores["step"].isin(steps)]
+        if acc.empty:
+            raise ValueError(f"run {run}: the trajectory scores table has none of its checkpoints {steps}")
+        model = acc["model"].iloc[0]
+        axis_scores, axis_items = _axis_columns(per_prompt, run, axes)
+        if axis_scores.empty:
+            continue
+        run_items = items[(items["run"] == run) & items["step"].isin(steps)]
+        table = pd.concat(
+            [acc[["model", "run", "step", "testset", "accuracy", "role"]], axis_scores.assign(model=model)],
+            ignore_index=True,
+        )
+        pairs = pair_table(
+            table,
+            alpha=float(analysis["alpha"]),
+            df=int(analysis["spline_df"]),
+            method=analysis["method"],
+            gam_df=int(analysis["gam_df"]),
+            items=pd.concat([run_items, axis_items.assign(model=model)], ignore_index=True),
+            bias=label_bias(run_items),
+            resamples=int(boot["resamples"]),
+            seed=int(boot["seed"]),
+            together=boot.get("together") or (),
+            continuous=sorted(axis_scores["testset"].unique()),
+        )
+        is_axis = pairs[["ood_a", "ood_b"]].apply(lambda c: c.astype(str).str.startswith(AXIS_PREFIX))
+        keep = pairs[is_axis["ood_a"] != is_axis["ood_b"]].copy()
+        swap = is_axis.loc[keep.index, "ood_b"]
+        keep["axis"] = np.where(swap, keep["ood_b"], keep["ood_a"])
+        keep["ood"] = np.where(swap, keep["ood_a"], keep["ood_b"])
+        keep["axis"] = keep["axis"].str.removeprefix(AXIS_PREFIX)
+        frames.append(keep)
+    if not frames:
+        return pd.DataFrame(columns=PAIR_KEEP)
+    pairs = _readjust(pd.concat(frames, ignore_index=True), float(analysis["alpha"]), analysis["method"])
+    return pairs[PAIR_KEEP].sort_values(["run", "axis", "ood"], kind="stable").reset_index(drop=True)
+
+
+def organism_steps(
+    sgs: pd.DataFrame, scores: pd.DataFrame, identities: pd.DataFrame, trained_names: Mapping[str, Sequence[str]]
+) -> pd.DataFrame:
+    """Per organisms run, checkpoint and distribution: the SGS of each axis on that distribution's
+    prompts and its flip rate, beside the evaluation's accuracy and the share of responses naming a
+    policy that answers the trained distributions (``trained_names[run]``; the organisms report's
+    trained-policy share). Only checkpoints scored for stability."""
+    from shiftwork.organisms.report import trained_policy_share
+
+    rows = sgs[(sgs["study"] == "organisms") & (sgs["dataset"] != POOLED)]
+    parts = []
+    for run, part in rows.groupby("run", sort=True):
+        acc = scores[scores["run"] == run][["step", "testset", "role", "accuracy"]].rename(columns={"testset": "dataset"})
+        idt = identities[identities["run"] == run]
+        share = trained_policy_share(idt, trained_names[run]).rename(columns={"distribution": "dataset"})
+        merged = part.merge(acc, on=["step", "dataset"], how="left").merge(share, on=["step", "dataset"], how="left")
+        missing = merged["accuracy"].isna()
+        if missing.any():
+            raise ValueError(
+                f"run {run}: no organisms evaluation at step(s) {sorted(merged.loc[missing, 'step'].unique().tolist())}"
+            )
+        merged["trained_policy_share"] = merged["trained_policy_share"].fillna(0.0)
+        parts.append(merged)
+    columns = ["study", "run", "step", "dataset", "role", "accuracy", "trained_policy_share", *AXES, "flip_rate", "n_prompts"]
+    if not parts:
+        return pd.DataFrame(columns=columns)
+    return pd.concat(parts, ignore_index=True)[columns].sort_values(["run", "dataset", "step"]).reset_index(drop=True)
+
+
+def organism_timing(steps: pd.DataFrame, changes: pd.DataFrame, collapse: float) -> pd.DataFrame:
+    """Per organisms run, distribution and axis: the first checkpoint whose accuracy is at most
+    ``collapse`` (``collapse_step``; NaN when it never is), the first whose stability differs
+    significantly from step 0 (``change_step``, from :func:`shiftwork.crossstudy.stats.changes`),
+    whether the change came first (``before_collapse``: strictly earlier; NaN unless both happen),
+    and the change at the last checkpoint with its adjusted p."""
+    rows = []
+    for (run, dataset), part in steps.groupby(["run", "dataset"], sort=True):
+        part = part.sort_values("step")
+        fallen = part.loc[part["accuracy"] <= collapse, "step"]
+        collapse_step = float(fallen.iloc[0]) if len(fallen) else float("nan")
+        role = part["role"].iloc[0]
+        for axis in AXES:
+            ch = changes[(changes["run"] == run) & (changes["dataset"] == dataset) & (changes["axis"] == axis)]
+            ch = ch.sort_values("step")
+            sig = ch.loc[ch["significant"], "step"]
+            change_step = float(sig.iloc[0]) if len(sig) else float("nan")
+            last = ch.iloc[-1] if len(ch) else None
+            both = np.isfinite(collapse_step) and np.isfinite(change_step)
+            rows.append(
+                {
+                    "run": run,
+                    "dataset": dataset,
+                    "role": role,
+                    "axis": axis,
+                    "accuracy_first": float(part["accuracy"].iloc[0]),
+                    "accuracy_last": float(part["accuracy"].iloc[-1]),
+                    "collapse_step": collapse_step,
+                    "change_step": change_step,
+                    "before_collapse": (change_step < collapse_step) if both else np.nan,
+                    "last_step": int(part["step"].iloc[-1]),
+                    "change_last": float(last["change"]) if last is not None else float("nan"),
+                    "p_holm_last": float(last["p_holm"]) if last is not None else float("nan"),
+                }
+            )
+    return pd.DataFrame(rows)

@@ -1,0 +1,220 @@
+"""The cross-study's figures and its findings, written from the tables (never typed by hand)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+import pandas as pd
+
+from shiftwork.crossstudy.stats import AXES, POOLED
+from shiftwork.reports.tables import to_markdown
+
+AXIS_COLOURS = dict(zip(AXES, ["#1b9e77", "#d95f02", "#7570b3", "#e7298a", "#66a61e", "#a6761d"]))
+
+
+def _fmt_p(p: float) -> str:
+    return "n/a" if not np.isfinite(p) else (f"{p:.2g}" if p >= 1e-3 else f"{p:.1e}")
+
+
+def _step(value: float) -> str:
+    return "never" if not np.isfinite(value) else str(int(value))
+
+
+def trajectory_figure(sgs: pd.DataFrame, changes: pd.DataFrame, scores: pd.DataFrame, run: str, out_png: str, out_svg: str) -> None:
+    """Left: each axis's SGS (pooled over the run's NLI prompts) against the step, a filled marker
+    where it differs from step 0 (paired t-test, Holm over steps); right: ID and OOD accuracy."""
+    import matplotlib.pyplot as plt
+
+    from shiftwork.reports.figures import save_figure
+
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 3.9), sharex=True, layout="constrained")
+    rows = sgs[(sgs["run"] == run) & (sgs["dataset"] == POOLED)].sort_values("step")
+    for axis in AXES:
+        if not np.isfinite(rows[axis]).any():
+            continue
+        colour = AXIS_COLOURS[axis]
+        left.plot(rows["step"], rows[axis], "-", color=colour, lw=1.2, label=axis)
+        sig = changes[(changes["run"] == run) & (changes["dataset"] == POOLED) & (changes["axis"] == axis) & changes["significant"]]
+        left.plot(sig["step"], sig["sgs"], "o", color=colour, ms=4)
+    left.set_xlabel("fine-tuning step")
+    left.set_ylabel("SGS (normalised RMS instability)")
+    left.set_title(f"{run}: prompt stability (dots: differs from step 0, Holm p < alpha)", fontsize=9)
+    left.legend(fontsize=7, ncols=3)
+    acc = scores[(scores["run"] == run) & scores["step"].isin(rows["step"])]
+    for testset, part in acc.groupby("testset", sort=True):
+        part = part.sort_values("step")
+        is_id = part["role"].iloc[0] == "id"
+        right.plot(part["step"], part["accuracy"], "-" if is_id else "--", lw=2 if is_id else 1, label=f"{testset} ({part['role'].iloc[0].upper()})")
+    right.axhline(0.5, color="grey", lw=0.8, ls=":", label="chance (2 labels)")
+    right.set_xlabel("fine-tuning step")
+    right.set_ylabel("accuracy")
+    right.set_ylim(0, 1)
+    right.set_title("accuracy of the same checkpoints", fontsize=9)
+    right.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
+    save_figure(fig, out_png, out_svg)
+    plt.close(fig)
+
+
+def organism_figure(steps: pd.DataFrame, changes: pd.DataFrame, run: str, out_png: str, out_svg: str) -> None:
+    """One panel per distribution with each axis's SGS on its prompts against the RL step (filled
+    markers: differs from step 0), and a last panel with accuracy and trained-policy share."""
+    import matplotlib.pyplot as plt
+
+    from shiftwork.reports.figures import save_figure
+
+    rows = steps[steps["run"] == run]
+    dists = sorted(rows["dataset"].unique())
+    fig, axs = plt.subplots(1, len(dists) + 1, figsize=(4 * (len(dists) + 1), 3.8), sharex=True, layout="constrained")
+    for ax, dist in zip(axs, dists):
+        part = rows[rows["dataset"] == dist].sort_values("step")
+        for axis in AXES:
+            if not np.isfinite(part[axis]).any():
+                continue
+            colour = AXIS_COLOURS[axis]
+            ax.plot(part["step"], part[axis], "-", color=colour, lw=1.2, label=axis)
+            sig = changes[(changes["run"] == run) & (changes["dataset"] == dist) & (changes["axis"] == axis) & changes["significant"]]
+            ax.plot(sig["step"], sig["sgs"], "o", color=colour, ms=4)
+        role = "trained" if part["role"].iloc[0] == "id" else "not trained"
+        ax.set_title(f"{run}: SGS on {dist} ({role})", fontsize=9)
+        ax.set_xlabel("RL step")
+        ax.set_ylabel("SGS")
+    axs[0].legend(fontsize=7, ncols=2)
+    last = axs[-1]
+    for dist in dists:
+        part = rows[rows["dataset"] == dist].sort_values("step")
+        last.plot(part["step"], part["accuracy"], "-", marker="o", ms=3, label=f"accuracy {dist}")
+        last.plot(part["step"], part["trained_policy_share"], ":", marker="s", ms=3, label=f"trained-policy share {dist}")
+    last.set_ylim(-0.02, 1.02)
+    last.set_xlabel("RL step")
+    last.set_title("accuracy and share naming a trained policy", fontsize=9)
+    last.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
+    save_figure(fig, out_png, out_svg)
+    plt.close(fig)
+
+
+def _q1(changes: pd.DataFrame, sgs: pd.DataFrame, alpha: float) -> list[str]:
+    lines = ["## 1. Does fine-tuning change prompt stability?", ""]
+    traj = changes[(changes["study"] == "trajectory") & (changes["dataset"] == POOLED)]
+    if traj.empty:
+        return lines + ["No trajectory run was scored.", ""]
+    for run, part in traj.groupby("run", sort=True):
+        table = []
+        for axis in AXES:
+            ax = part[part["axis"] == axis].sort_values("step")
+            if ax.empty:
+                continue
+            last = ax.iloc[-1]
+            sig = ax.loc[ax["significant"], "step"]
+            table.append(
+                {
+                    "axis": axis,
+                    "SGS step 0": last["sgs_base"],
+                    f"SGS step {int(last['step'])}": last["sgs"],
+                    "change": last["change"],
+                    "p (Holm)": _fmt_p(last["p_holm"]),
+                    "steps differing": f"{int(ax['significant'].sum())} of {len(ax)}",
+                    "first differing step": _step(float(sig.iloc[0]) if len(sig) else np.nan),
+                }
+            )
+        table = pd.DataFrame(table)
+        n = int(part["n"].max())
+        moved = table[table["p (Holm)"].map(lambda s: s != "n/a" and float(s) < alpha)]
+        ups = [f"{r.axis} ({r.change:+.3f})" for r in moved.itertuples() if r.change > 0]
+        downs = [f"{r.axis} ({r.change:+.3f})" for r in moved.itertuples() if r.change < 0]
+        lines += [
+            f"Run `{run}`: {len(part['step'].unique())} checkpoints after step 0, {n} NLI prompts each "
+            f"(paired t-tests over prompts against step 0, Holm across steps per axis, alpha {alpha}). "
+            f"At the last checkpoint, less stable on: {', '.join(ups) or 'no axis'}; "
+            f"more stable on: {', '.join(downs) or 'no axis'}.",
+            "",
+            to_markdown(table),
+            "",
+        ]
+    return lines
+
+
+def _q2(pairs: pd.DataFrame, alpha: float) -> list[str]:
+    lines = ["## 2. Does stability track OOD accuracy beyond ID accuracy?", ""]
+    if pairs.empty:
+        return lines + ["No trajectory run was scored.", ""]
+    for run, part in pairs.groupby("run", sort=True):
+        method = part["method"].iloc[0]
+        sig = part[part["sign"] != "null"]
+        lines += [
+            f"Run `{run}`: {len(part)} (axis, OOD set) pairs over {int(part['n'].max())} checkpoints; primary control "
+            f"`{method}` (the trajectory study's), Holm across these pairs, alpha {alpha}: "
+            f"{len(sig)} significant ({int((sig['sign'] == 'positive').sum())} positive, "
+            f"{int((sig['sign'] == 'negative').sum())} negative). A positive r: the checkpoints less stable on that axis "
+            "score higher on that OOD set than their ID accuracy predicts.",
+            "",
+        ]
+        shown = part.assign(
+            p_holm=part["p_primary_holm"].map(_fmt_p),
+            boot_ci=[f"[{lo:+.2f}, {hi:+.2f}]" if np.isfinite(lo) else "n/a" for lo, hi in zip(part["boot_ci_low"], part["boot_ci_high"])],
+        )[["axis", "ood", "r_raw", "r_partial", "r_gam", "r_primary", "p_holm", "boot_sign_share", "boot_ci", "sign"]]
+        lines += [to_markdown(shown.sort_values("p_holm", key=lambda s: s.map(lambda v: float(v) if v != "n/a" else 2.0))), ""]
+    return lines
+
+
+def _q3(steps: pd.DataFrame, timing: pd.DataFrame, alpha: float, collapse: float) -> list[str]:
+    lines = ["## 3. Does RL's policy selection change stability, and before the held-out accuracy collapses?", ""]
+    if steps.empty:
+        return lines + ["No organisms run was scored.", ""]
+    for run, part in timing.groupby("run", sort=True):
+        st = steps[steps["run"] == run]
+        first, last = int(st["step"].min()), int(st["step"].max())
+        share = st[st["step"] == last]["trained_policy_share"].min()
+        lines.append(
+            f"Run `{run}`: checkpoints {first}-{last}; at step {last} the share of responses naming a trained policy is "
+            f"at least {share:.2f} on every distribution."
+        )
+        for dist, d in part.groupby("dataset", sort=True):
+            role = "trained" if d["role"].iloc[0] == "id" else "held out"
+            moved = d[d["p_holm_last"] < alpha]
+            desc = ", ".join(f"{r.axis} {r.change_last:+.3f} (p_holm {_fmt_p(r.p_holm_last)})" for r in moved.itertuples())
+            text = (
+                f"- `{dist}` ({role}): accuracy {d['accuracy_first'].iloc[0]:.3f} -> {d['accuracy_last'].iloc[0]:.3f}; "
+                f"SGS changed by step {last} on {desc or 'no axis'}."
+            )
+            if role == "held out":
+                col = d["collapse_step"].iloc[0]
+                early = d[d["before_collapse"] == True]  # noqa: E712 (object column with NaN)
+                text += (
+                    f" Accuracy first at most {collapse} at step {_step(col)}; axes whose change was significant "
+                    f"strictly before that: {', '.join(f'{r.axis} (step {_step(r.change_step)})' for r in early.itertuples()) or 'none'}."
+                )
+            lines.append(text)
+        lines.append("")
+    return lines
+
+
+def findings(
+    sgs: pd.DataFrame,
+    changes: pd.DataFrame,
+    pairs: pd.DataFrame,
+    steps: pd.DataFrame,
+    timing: pd.DataFrame,
+    settings: Mapping[str, float],
+) -> str:
+    """The findings section: the three questions answered with this run's numbers."""
+    alpha, collapse = float(settings["alpha"]), float(settings["collapse"])
+    lines = [
+        "# Cross-study findings",
+        "",
+        "Written by `shiftwork.crossstudy.report.findings` from `sgs.parquet`, `changes.parquet`, `pairs.parquet`, "
+        "`organisms_steps.parquet` and `organisms_timing.parquet` beside this file. SGS is the stability study's "
+        "normalised per-prompt RMS instability, averaged over prompts; higher is less stable.",
+        "",
+    ]
+    lines += _q1(changes, sgs, alpha) + _q2(pairs, alpha) + _q3(steps, timing, alpha, collapse)
+    lines += [
+        "## Caveats",
+        "",
+        "- Each test is within one run and one seed; checkpoints of a run are not independent samples of a population of models.",
+        "- The paired tests compare the same prompts and variants across checkpoints; their multiple-comparison "
+        "family is the steps of one (run, set, axis), not all tests of this page.",
+        "- One-token NLI answers make BLEU and BERT flip indicators and mirroring (MR) empty; see the README.",
+        "",
+    ]
+    return "\n".join(lines)

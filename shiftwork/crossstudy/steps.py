@@ -1,0 +1,275 @@
+"""The cross-study's workflow steps, one function per rule (rule crossstudy_X -> scripts/crossstudy_X.py
+-> X here): paths and settings in, tables out. Prompts, variants and the meaning gate are per run
+(every checkpoint of a run reads the same filtered variants); responses, probes and axis deltas
+are per (run, step)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import pandas as pd
+
+from shiftwork.crossstudy.prompts import model_inputs, nli_prompts, organism_prompts
+from shiftwork.logs import LOGGER
+from shiftwork.provenance import make_provenance
+from shiftwork.tables import read_table, write_table
+
+STUDIES = ("trajectory", "organisms")
+
+
+def make_prompts(study: str, source_path: str, n: int, seed: int, out: str, pattern: str | None = None) -> None:
+    """The prompt set of one run: ``n`` NLI test items per set of its suite (``trajectory``), or
+    ``n`` held-out questions per distribution of its organism (``organisms``)."""
+    if study == "trajectory":
+        suite = read_table(source_path, ["example_id", "split", "set", "premise", "hypothesis", "label"])
+        prompts = nli_prompts(suite, n, seed, pattern) if pattern else nli_prompts(suite, n, seed)
+    elif study == "organisms":
+        tests = read_table(source_path, ["distribution", "question_id", "question", "prompt", "answer"])
+        prompts = organism_prompts(tests, n, seed)
+    else:
+        raise ValueError(f"study must be one of {STUDIES}, got {study!r}")
+    write_table(prompts, out, make_provenance("crossstudy_prompts", {"study": study, "n": n, "pattern": pattern}, seed=seed))
+    LOGGER.info("%d prompts: %s", len(prompts), prompts.groupby("dataset").size().to_dict())
+
+
+def gate_variants(
+    variants_path: str,
+    baseline_path: str,
+    encoder_name: str,
+    encoder_spec: Mapping[str, Any],
+    gate: Mapping[str, Any],
+    out_kept: str,
+) -> None:
+    """The stability study's meaning gate over a run's variants (all its sets at once), with the
+    stability study's rescale baseline b (``baseline_path``: its gate baseline table; a run's own
+    prompts are too alike to estimate b from, e.g. every organism question is "What comes after
+    N?"): every variant scored against its prompt, and the prompts whose variants all fall below
+    the threshold dropped whole."""
+    from shiftwork.encoders import Encoder
+    from shiftwork.stability import gate as gate_mod
+
+    variants = read_table(variants_path, ["dataset", "prompt_id", "family", "original", "text"])
+    row = read_table(baseline_path, ["b", "encoder", "method"]).iloc[0]
+    if row["encoder"] != encoder_name:
+        raise ValueError(f"{baseline_path}: b is for encoder {row['encoder']!r}, the gate uses {encoder_name!r}")
+    b = float(row["b"])
+    enc = Encoder(encoder_name, encoder_spec)
+    scored = variants.copy()
+    is_base = scored["family"] == "baseline"
+    f1 = pd.Series(1.0, index=scored.index)
+    if (~is_base).any():
+        f1[~is_base] = enc.f1(scored.loc[~is_base, "text"].tolist(), scored.loc[~is_base, "original"].tolist())
+    scored["f1"] = f1.astype(float)
+    scale = gate["scale"]
+    scored["gate_score"] = gate_mod.gate_scores(scored["f1"].to_numpy(), scale, b if scale == "rescaled" else None)
+    kept, _ = gate_mod.apply_gate(scored, float(gate["threshold"]))
+    write_table(kept, out_kept, make_provenance("crossstudy_gate", {"encoder": encoder_name, **dict(gate), "b": b}))
+    LOGGER.info(
+        "gate (b = %.4f, %s): kept %d of %d variants, %d of %d prompts",
+        b,
+        row["method"],
+        int((kept["family"] != "baseline").sum()),
+        int((~is_base).sum()),
+        kept["prompt_id"].nunique(),
+        variants["prompt_id"].nunique(),
+    )
+
+
+def score_checkpoint(
+    study: str,
+    run: str,
+    step: int,
+    base_dir: str,
+    checkpoint_dir: str,
+    prompts_path: str,
+    filtered_path: str,
+    gate_baseline_path: str,
+    settings: Mapping[str, Any],
+    encoder_name: str,
+    encoder_spec: Mapping[str, Any],
+    outs: Mapping[str, str],
+    threads: int | None = None,
+) -> None:
+    """One checkpoint on its run's filtered variants: responses and probes (one load of the
+    checkpoint, :func:`shiftwork.crossstudy.respond.respond`), then the six axis deltas of the
+    stability study (BERT on the gate's rescaled scale, no judge: mirroring by the rule-based
+    detectors). ``settings``: ``mode`` (verbaliser or generate), ``batch_size``, ``dtype``,
+    ``verbalisers``, ``max_new_tokens``, ``bleu``. ``outs``: generations, probes, deltas."""
+    from shiftwork.crossstudy.respond import respond
+    from shiftwork.device import set_threads
+    from shiftwork.encoders import Encoder
+    from shiftwork.models.checkpoints import load_checkpoint
+    from shiftwork.models.loading import LoadedModel
+    from shiftwork.stability.axes import check_ranges, score_axes
+
+    set_threads(threads)
+    start = time.perf_counter()
+    prompts = read_table(prompts_path)
+    rows = read_table(filtered_path, ["dataset", "prompt_id", "variant_id", "family", "kind", "position", "strength", "text"])
+    rows = rows.assign(model=run, model_input=model_inputs(rows, prompts))
+    net, tok, device = load_checkpoint(base_dir, {"path": checkpoint_dir}, settings["dtype"])
+    lm = LoadedModel(run, net, tok, device, next(net.parameters()).dtype, False, {"name": run})
+    rows, too_long = fitting_rows(rows, tok, context_length(net.config), int(settings.get("max_new_tokens") or 1))
+    loaded = time.perf_counter()
+    gens, probes = respond(
+        lm,
+        rows,
+        settings["mode"],
+        int(settings["batch_size"]),
+        verbalisers=settings.get("verbalisers"),
+        max_new_tokens=int(settings.get("max_new_tokens") or 0),
+    )
+    responded = time.perf_counter()
+    b = float(read_table(gate_baseline_path, ["b"])["b"].iloc[0])
+    encoder: dict[str, Encoder] = {}
+
+    def bert_f1(cands, refs):
+        return encoder.setdefault("e", Encoder(encoder_name, encoder_spec)).f1(cands, refs)
+
+    deltas = score_axes(gens, probes, bert_f1, None, "original", bleu=settings["bleu"], bert_b=b)
+    problems = check_ranges(deltas, bleu=settings["bleu"], bert_scale="rescaled", structural_baseline="original")
+    if problems:
+        raise ValueError(f"run {run} step {step}: axis values out of range:\n  " + "\n  ".join(problems[:20]))
+    for frame in (gens, probes, deltas):
+        frame.insert(1, "step", int(step))
+    record = {"study": study, "run": run, "step": int(step), "checkpoint": checkpoint_dir, **dict(settings), "b": b}
+    record["left_out_too_long"] = too_long
+    prov = make_provenance("crossstudy_score", record, model=run)
+    write_table(gens, outs["generations"], prov)
+    write_table(probes, outs["probes"], prov)
+    write_table(deltas, outs["deltas"], prov)
+    LOGGER.info(
+        "run %s step %d: %d rows, %d flipped; load %.1f s, respond %.1f s, score %.1f s",
+        run,
+        step,
+        len(deltas),
+        int(deltas["flipped"].sum()),
+        loaded - start,
+        responded - loaded,
+        time.perf_counter() - responded,
+    )
+
+
+def context_length(model_config: Any) -> int | None:
+    """The positions a model can read (None when its config does not say)."""
+    for key in ("n_positions", "max_position_embeddings"):
+        value = getattr(model_config, key, None)
+        if value:
+            return int(value)
+    return None
+
+
+def fitting_rows(rows: pd.DataFrame, tokenizer: Any, limit: int | None, new_tokens: int) -> tuple[pd.DataFrame, int]:
+    """(the rows whose input and ``new_tokens`` fit in ``limit`` positions, how many variants were
+    left out). The same for every checkpoint of a run (one architecture); a baseline that does
+    not fit is an error, as its prompt could not be measured at all."""
+    if limit is None:
+        return rows, 0
+    lengths = pd.Series([len(ids) for ids in tokenizer(rows["model_input"].tolist()).input_ids], index=rows.index)
+    fits = lengths + new_tokens <= limit
+    base_long = ~fits & (rows["family"] == "baseline")
+    if base_long.any():
+        raise ValueError(
+            f"prompts {rows.loc[base_long, 'prompt_id'].head(5).tolist()} with {new_tokens} new tokens do not fit in the "
+            f"model's {limit} positions"
+        )
+    if (~fits).any():
+        LOGGER.info(
+            "left out %d variants longer than the model's %d positions allow: %s",
+            int((~fits).sum()),
+            limit,
+            rows.loc[~fits].groupby(["family", "kind", "strength"]).size().to_dict(),
+        )
+    return rows[fits].reset_index(drop=True), int((~fits).sum())
+
+
+def collect(
+    delta_paths: Sequence[str],
+    runs: Mapping[str, Mapping[str, Any]],
+    R: Mapping[str, float],
+    alpha: float,
+    outs: Mapping[str, str],
+) -> None:
+    """Per-prompt instability of every checkpoint (``per_prompt``), SGS per (run, step, set) and
+    pooled over the run's sets (``sgs``), and each step's change from step 0 with a paired test
+    over the same prompts (``changes``, :func:`shiftwork.crossstudy.stats.changes`). ``runs`` maps
+    each run to its ``study``."""
+    from shiftwork.crossstudy import stats
+
+    deltas = pd.concat([read_table(p) for p in delta_paths], ignore_index=True)
+    per_prompt = stats.per_prompt(deltas, R)
+    per_prompt.insert(0, "study", per_prompt["run"].map(lambda r: runs[r]["study"]))
+    sgs = stats.sgs(per_prompt)
+    changes = stats.changes(per_prompt, alpha)
+    prov = make_provenance("crossstudy_collect", {"R": dict(R), "alpha": alpha})
+    write_table(per_prompt, outs["per_prompt"], prov)
+    write_table(sgs, outs["sgs"], prov)
+    write_table(changes, outs["changes"], prov)
+    LOGGER.info("%d checkpoints of %d runs", sgs[["run", "step"]].drop_duplicates().shape[0], sgs["run"].nunique())
+
+
+def analyse(
+    per_prompt_path: str,
+    sgs_path: str,
+    changes_path: str,
+    trajectory: Mapping[str, str],
+    organisms: Mapping[str, Mapping[str, Any]],
+    analysis: Mapping[str, Any],
+    collapse: float,
+    outs: Mapping[str, str],
+) -> None:
+    """Question 2 (``pairs``, :func:`shiftwork.crossstudy.analysis.stability_pairs`) from the
+    trajectory study's ``scores`` and ``items`` tables (``trajectory``), and question 3
+    (``organisms_steps``, ``organisms_timing``) from each organisms run's evaluation
+    (``organisms[run]``: ``scores``, ``identities`` paths and ``trained`` policy names)."""
+    from shiftwork.crossstudy import analysis as an
+
+    per_prompt = read_table(per_prompt_path)
+    sgs = read_table(sgs_path)
+    changes = read_table(changes_path)
+    traj = per_prompt[per_prompt["study"] == "trajectory"]
+    if len(traj):
+        pairs = an.stability_pairs(traj, read_table(trajectory["scores"]), read_table(trajectory["items"]), analysis)
+    else:
+        pairs = pd.DataFrame(columns=an.PAIR_KEEP)
+    if organisms:
+        scores = pd.concat([read_table(o["scores"]) for o in organisms.values()], ignore_index=True)
+        identities = pd.concat([read_table(o["identities"]) for o in organisms.values()], ignore_index=True)
+        trained = {run: list(o["trained"]) for run, o in organisms.items()}
+        steps = an.organism_steps(sgs, scores, identities, trained)
+    else:
+        steps = an.organism_steps(sgs.iloc[0:0], pd.DataFrame(), pd.DataFrame(), {})
+    timing = an.organism_timing(steps, changes, collapse)
+    prov = make_provenance("crossstudy_analyse", {"analysis": dict(analysis), "collapse": collapse})
+    write_table(pairs, outs["pairs"], prov)
+    write_table(steps, outs["organisms_steps"], prov)
+    write_table(timing, outs["organisms_timing"], prov)
+    LOGGER.info("pairs:\n%s", pairs[["run", "axis", "ood", "r_primary", "p_primary_holm", "sign"]].to_string(index=False))
+
+
+def report(
+    inputs: Mapping[str, str],
+    trajectory_scores: str | None,
+    settings: Mapping[str, float],
+    figures: Mapping[str, tuple[str, str]],
+    out_findings: str,
+) -> None:
+    """The figures (``figures[run]`` = (png, svg) for every scored run) and the findings page.
+    ``inputs``: sgs, changes, pairs, organisms_steps, organisms_timing."""
+    from shiftwork.crossstudy import report as rep
+    from shiftwork.tables import write_text
+
+    sgs, changes = read_table(inputs["sgs"]), read_table(inputs["changes"])
+    pairs, steps, timing = (read_table(inputs[k]) for k in ("pairs", "organisms_steps", "organisms_timing"))
+    scores = read_table(trajectory_scores) if trajectory_scores else pd.DataFrame()
+    studies = sgs.drop_duplicates("run").set_index("run")["study"]
+    for run, (png, svg) in figures.items():
+        if run not in studies.index:
+            raise ValueError(f"run {run} has no stability scores")
+        if studies[run] == "trajectory":
+            rep.trajectory_figure(sgs, changes, scores, run, png, svg)
+        else:
+            rep.organism_figure(steps, changes, run, png, svg)
+    write_text(rep.findings(sgs, changes, pairs, steps, timing, settings), out_findings)
