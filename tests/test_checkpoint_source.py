@@ -1,0 +1,119 @@
+"""Source kind ``checkpoint``: a checkpoint of a training run prepared as a model of its own, on
+tiny scratch models (no download): a LoRA adapter merged into its base as ``load_checkpoint``
+merges it, a full model kept in its stored dtype, a missing step named with the steps that exist."""
+
+import pytest
+import torch
+
+from shiftwork.models.checkpoint_source import with_origin
+from shiftwork.models.prepare import INFO_FILE, preparation, prepare_model, source_key
+from shiftwork.models.sources import ModelSourceError
+
+SCRATCH = {"kind": "scratch", "hidden_size": 32, "layers": 1, "heads": 2, "seed": 3}
+TEXT = "What comes after 479?"
+
+
+def prepared_base(tmp_path, dtype=torch.float32):
+    """A tiny scratch Llama prepared like any registered model, stored in ``dtype``."""
+    from shiftwork.models.scratch import scratch_model
+
+    model, tok = scratch_model({k: v for k, v in SCRATCH.items() if k != "kind"})
+    src = tmp_path / f"src-{dtype}"
+    model.to(dtype).save_pretrained(src)
+    tok.save_pretrained(src)
+    out = tmp_path / f"base-{dtype}"
+    prepare_model("base", {"source": {"kind": "local", "path": str(src)}, "chat": False}, out)
+    return out
+
+
+def write_lora(base_dir, target):
+    """A LoRA adapter on ``base_dir`` whose B matrices are not zero (so merging changes the logits)."""
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    torch.manual_seed(7)
+    base = AutoModelForCausalLM.from_pretrained(base_dir, dtype="auto")
+    lora = LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"], init_lora_weights=False)
+    get_peft_model(base, lora).save_pretrained(target)
+
+
+def checkpoint_spec(base_dir, checkpoints, step, config="cfg"):
+    """The model entry ``{kind: checkpoint, run: r, step: STEP}`` as the workflow completes it."""
+    spec = {"source": {"kind": "checkpoint", "run": "r", "step": step}, "chat": False}
+    return with_origin(spec, config, {"checkpoints": str(checkpoints), "base": str(base_dir / INFO_FILE)})
+
+
+def logits(model, tok):
+    ids = tok(TEXT, return_tensors="pt").input_ids
+    with torch.no_grad():
+        return model(ids.to(model.device)).logits.float().cpu()
+
+
+def test_lora_checkpoint_is_prepared_as_load_checkpoint_merges_it(tmp_path):
+    from shiftwork.models.checkpoints import load_checkpoint
+    from shiftwork.models.loading import load_prepared
+
+    base = prepared_base(tmp_path)
+    checkpoints = tmp_path / "checkpoints"
+    write_lora(base, checkpoints / "checkpoint-4")
+    (checkpoints / "checkpoint-0").mkdir()
+    info = prepare_model("ck", checkpoint_spec(base, checkpoints, 4), tmp_path / "out")
+
+    assert (info["source"]["run"], info["source"]["step"], info["source"]["config"]) == ("r", 4, "cfg")
+    assert info["checkpoint"] == str(checkpoints / "checkpoint-4")
+    assert info["dtype"] == "float32"
+    prepared = load_prepared(tmp_path / "out", dtype="float32", device="cpu")  # checks the weight digests
+    merged, tok, _ = load_checkpoint(str(base), {"path": str(checkpoints / "checkpoint-4")}, "float32", "cpu")
+    plain = load_prepared(base, dtype="float32", device="cpu")
+    got, want = logits(prepared.model, prepared.tokenizer), logits(merged, tok)
+    assert got.shape == want.shape == (1, len(TEXT) + 1, len(tok))
+    assert torch.allclose(got, want, atol=1e-6, rtol=0)
+    # the adapter changes the model: equal logits above are not the base model's
+    assert (got - logits(plain.model, plain.tokenizer)).abs().max() > 1e-3
+
+
+def test_missing_step_names_the_steps_that_exist(tmp_path):
+    base = prepared_base(tmp_path)
+    checkpoints = tmp_path / "checkpoints"
+    for step in (0, 10, 20):
+        (checkpoints / f"checkpoint-{step}").mkdir(parents=True)
+    with pytest.raises(ModelSourceError, match=r"model 'ck': run 'r' has no checkpoint at step 15.*\[0, 10, 20\]"):
+        prepare_model("ck", checkpoint_spec(base, checkpoints, 15), tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+
+
+def test_full_checkpoint_keeps_its_bfloat16_weights(tmp_path):
+    from safetensors import safe_open
+
+    base = prepared_base(tmp_path, torch.bfloat16)
+    checkpoints = tmp_path / "checkpoints"
+    write_lora(base, checkpoints / "checkpoint-2")
+    full = checkpoints / "checkpoint-6"
+    from transformers import AutoModelForCausalLM
+
+    AutoModelForCausalLM.from_pretrained(base, dtype="auto").save_pretrained(full)
+    info = prepare_model("full", checkpoint_spec(base, checkpoints, 6), tmp_path / "full")
+    assert info["dtype"] == "bfloat16"
+    with (
+        safe_open(tmp_path / "full" / "model.safetensors", "pt") as got,
+        safe_open(base / "model.safetensors", "pt") as ref,
+    ):
+        for key in sorted(ref.keys()):
+            assert got.get_tensor(key).dtype == torch.bfloat16
+            assert torch.equal(got.get_tensor(key), ref.get_tensor(key))
+    # a LoRA adapter on a bfloat16 base is merged into bfloat16 weights: 2 bytes a weight
+    lora = prepare_model("lora", checkpoint_spec(base, checkpoints, 2), tmp_path / "lora")
+    assert lora["dtype"] == "bfloat16"
+    assert (tmp_path / "lora" / "model.safetensors").stat().st_size < 2 * lora["n_parameters"] + 20_000
+
+
+def test_folder_depends_on_config_run_and_step(tmp_path):
+    base, checkpoints = tmp_path / "base", tmp_path / "checkpoints"
+    keys = {
+        source_key(checkpoint_spec(base, checkpoints, 4)),
+        source_key(checkpoint_spec(base, checkpoints, 4, config="paper")),
+        source_key(checkpoint_spec(base, checkpoints, 6)),
+    }
+    assert len(keys) == 3 and all(k.startswith("checkpoint-") for k in keys)
+    with pytest.raises(ModelSourceError, match="lacks"):
+        preparation({"source": {"kind": "checkpoint", "run": "r", "step": 4}, "chat": False})
