@@ -117,3 +117,57 @@ def test_folder_depends_on_config_run_and_step(tmp_path):
     assert len(keys) == 3 and all(k.startswith("checkpoint-") for k in keys)
     with pytest.raises(ModelSourceError, match="lacks"):
         preparation({"source": {"kind": "checkpoint", "run": "r", "step": 4}, "chat": False})
+
+
+def with_model(config, source, **entry):
+    """``config`` with model ``ck`` (``source``, a checkpoint) registered."""
+    config["models"]["ck"] = {"source": {"kind": "checkpoint", **source}, **entry}
+    return config
+
+
+def test_config_takes_a_checkpoint_of_a_trajectory_or_organisms_run(default_config):
+    from shiftwork.config import check_config
+
+    cfg = check_config(with_model(default_config, {"run": "smollm2-lora-s0", "step": 50}))
+    # chat and the other defaults come as for any model: chat from the run's model, smollm2 (chat)
+    entry = cfg["models"]["ck"]
+    assert (entry["chat"], entry["dtype"], entry["batch_size"]) == (True, "auto", 16)
+    # organisms runs may stop early: any step is taken here; chat from organism-tiny (not chat)
+    cfg = check_config(with_model(default_config, {"run": "two-policy-rl-A-s1", "step": 7}))
+    assert cfg["models"]["ck"]["chat"] is False
+    cfg = check_config(with_model(default_config, {"run": "two-policy-rl-A-s1", "step": 7}, chat=True))
+    assert cfg["models"]["ck"]["chat"] is True
+
+
+@pytest.mark.parametrize(
+    ("source", "message"),
+    [
+        (
+            {"run": "smollm2-lora", "step": 50},
+            r"'models\.ck\.source\.run': model 'ck' names run 'smollm2-lora', which is not a run of this config; "
+            r"its trajectory and organisms runs are \['coverage-rl-ACE', 'smollm2-lora-s0', .*'two-policy-rl-B-s2'\]; "
+            r"did you mean 'smollm2-lora-s0'\?",
+        ),
+        (
+            {"run": "smollm2-lora-s0", "step": 51},
+            r"'models\.ck\.source\.step': trajectory run 'smollm2-lora-s0' writes no checkpoint at step 51; "
+            r"its checkpoints are at steps \[0, 2, 4, .*, 46, 48, 50\]",
+        ),
+        ({"run": "smollm2-lora-s0", "step": -2}, r"'models\.ck\.source\.step': -2 is less than the minimum of 0"),
+        ({"run": "smollm2-lora-s0", "step": "50"}, r"'models\.ck\.source\.step': expected integer, got '50'"),
+    ],
+)
+def test_config_rejects_a_checkpoint_the_config_does_not_make(default_config, source, message):
+    from shiftwork.config import ConfigError, check_config
+
+    with pytest.raises(ConfigError, match=message):
+        check_config(with_model(default_config, source))
+
+
+def test_config_rejects_a_model_trained_from_its_own_checkpoint(default_config):
+    from shiftwork.config import ConfigError, check_config
+
+    with_model(default_config, {"run": "smollm2-lora-s0", "step": 50}, chat=True)
+    default_config["trajectory"]["runs"]["smollm2-lora-s0"]["model"] = "ck"
+    with pytest.raises(ConfigError, match=r"'models\.ck\.source': model 'ck' is trained from itself .*\(ck -> ck\)"):
+        check_config(default_config)
