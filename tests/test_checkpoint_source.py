@@ -171,3 +171,62 @@ def test_config_rejects_a_model_trained_from_its_own_checkpoint(default_config):
     default_config["trajectory"]["runs"]["smollm2-lora-s0"]["model"] = "ck"
     with pytest.raises(ConfigError, match=r"'models\.ck\.source': model 'ck' is trained from itself .*\(ck -> ck\)"):
         check_config(default_config)
+
+
+def planned_jobs(config_path):
+    """(rule, wildcards, inputs, outputs) of every job a forced dry run of ``config_path``'s
+    targets plans, in the order the dry run lists them."""
+    import re
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    cmd = [sys.executable, "-m", "snakemake", "-n", "--forceall", "--cores", "1", "--configfile", str(config_path)]
+    proc = subprocess.run(cmd, cwd=root, capture_output=True, text=True, timeout=600)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out[-3000:]
+    jobs = []
+    for block in re.split(r"\n(?=(?:local)?rule \w+:)", out):
+        rule = re.match(r"(?:local)?rule (\w+):", block)
+        if rule:
+            field = {k: re.search(rf"^\s+{k}: (.+)$", block, re.M) for k in ("wildcards", "input", "output")}
+            jobs.append((rule.group(1), *(m.group(1).split(", ") if m else [] for m in field.values())))
+    return jobs
+
+
+@pytest.mark.workflow
+@pytest.mark.parametrize(
+    ("run", "step", "trainer", "checkpoints"),
+    [
+        ("smollm2-lora-s0", 50, "finetune_model", "results/default/trajectory/runs/smollm2-lora-s0/checkpoints"),
+        ("two-policy-rl-A-s0", 10, "train_rl", "results/default/organisms/runs/two-policy-rl-A-s0/checkpoints"),
+    ],
+)
+def test_stability_plans_the_checkpoint_after_its_training_run(
+    default_config, tmp_path, run, step, trainer, checkpoints
+):
+    """A checkpoint model in stability.models is prepared from the checkpoints its run's training
+    job writes (planned before it) and then evaluated like any model."""
+    import yaml
+
+    with_model(default_config, {"run": run, "step": step})
+    default_config["stability"]["models"] = ["smollm2-135m-instruct", "ck"]
+    (tmp_path / "ck.yaml").write_text(yaml.safe_dump(default_config))
+    jobs = planned_jobs(tmp_path / "ck.yaml")
+    order = {(rule, wc[0] if wc else ""): i for i, (rule, wc, _, _) in enumerate(jobs)}
+
+    trained = [j for j in jobs if j[0] == trainer and j[1] == [f"run={run}"]]
+    assert len(trained) == 1 and trained[0][3] == [checkpoints]
+    prepare = [j for j in jobs if j[0] == "prepare_model" and j[1][0] == "model=ck"]
+    assert len(prepare) == 1
+    _, wildcards, inputs, outputs = prepare[0]
+    assert wildcards[1].startswith("source=checkpoint-")
+    assert checkpoints in inputs  # the training job's output: planned first
+    assert order[("prepare_model", "model=ck")] > order[(trainer, f"run={run}")]
+    if trainer == "finetune_model":  # the base model's prepared record
+        assert any(p.startswith("results/models/smollm2-135m-instruct/") for p in inputs)
+    else:  # the SFT organism RL started from
+        assert "results/default/organisms/two-policy/sft" in inputs
+    generate = [j for j in jobs if j[0] == "generate_model_responses" and j[1] == ["model=ck"]]
+    assert len(generate) == 1 and outputs[0] in generate[0][2]
