@@ -15,6 +15,7 @@ from shiftwork.config import (
     trajectory_runs,
 )
 from shiftwork.integrity import check_outputs, clear_stale_locks
+from shiftwork.models.checkpoint_source import is_checkpoint, with_origin
 from shiftwork.models.prepare import INFO_FILE, preparation, prepared_dir
 
 # The check names every offending key and returns the config with the schema's defaults
@@ -64,12 +65,42 @@ wildcard_constraints:
 
 def prepared(name):
     """The record of a prepared model (rule prepare_model); its directory holds the weights."""
-    return str(prepared_dir(name, config["models"][name]) / INFO_FILE)
+    return str(prepared_dir(name, model_spec(name)) / INFO_FILE)
+
+
+def model_spec(name):
+    """Model ``name``'s registry entry; a checkpoint source (kind ``checkpoint``) completed
+    with this config's name, the run's checkpoints and the model the run trained from, all of
+    which its prepared folder depends on."""
+    spec = config["models"][name]
+    if not is_checkpoint(spec["source"]):
+        return spec
+    source = spec["source"]
+    return with_origin(spec, NAME, checkpoint_origin(source["run"], source["step"]))
+
+
+def checkpoint_origin(run, step):
+    """Where checkpoint ``step`` of training run ``run`` and the model the run trained from
+    are: {checkpoints (or a listed checkpoint), base}, from the run's study."""
+    if run in RUNS:
+        return trajectory_checkpoint_origin(run, step)
+    return organism_checkpoint_origin(run)
+
+
+def model_inputs(wildcards):
+    """What prepare_model reads: nothing for most sources; for a checkpoint source, the run's
+    checkpoints and the model it trained from, so the run is planned before its checkpoint.
+    """
+    source = config["models"][wildcards.model]["source"]
+    if not is_checkpoint(source):
+        return {}
+    origin = checkpoint_origin(source["run"], source["step"])
+    return {key: origin[key] for key in ("checkpoints", "base") if key in origin}
 
 
 def model_preparation(wildcards):
     """What prepare_model depends on (not batch size or dtype, which later jobs use)."""
-    return preparation(config["models"][wildcards.model])
+    return preparation(model_spec(wildcards.model))
 
 
 def all_targets():

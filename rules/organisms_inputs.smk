@@ -62,8 +62,21 @@ def organism_of(wildcards):
 
 
 def organism_sft_model(wildcards):
-    name = organism_of(wildcards)
-    return ORGANISM_SFT[name].get("path", f"{OUT}/organisms/{name}/sft")
+    return sft_model_of(organism_of(wildcards))
+
+
+def sft_model_of(organism):
+    """The fine-tuned organism RL starts from: train_sft's output, or its given directory."""
+    return ORGANISM_SFT[organism].get("path", f"{OUT}/organisms/{organism}/sft")
+
+
+def organism_checkpoint_origin(run):
+    """Where a checkpoint of RL run ``run`` comes from (a model source of kind checkpoint): the
+    checkpoints train_rl writes and the SFT organism RL started from."""
+    return {
+        "checkpoints": f"{OUT}/organisms/runs/{run}/checkpoints",
+        "base": sft_model_of(ORGANISM_RUNS[run]["organism"]),
+    }
 
 
 def organism_evaluation(wildcards):

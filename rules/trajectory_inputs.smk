@@ -81,6 +81,21 @@ def checkpoint_spec(wildcards):
     )
 
 
+def trajectory_checkpoint_origin(run, step):
+    """Where checkpoint ``step`` of trajectory run ``run`` comes from (a model source of kind
+    checkpoint): the checkpoints finetune_model writes, or the run's listed checkpoint of that
+    step, and the prepared model the run fine-tunes."""
+    spec = RUNS[run]
+    origin = {"base": prepared(spec["model"])}
+    if "finetune" in spec:
+        origin["checkpoints"] = f"{OUT}/trajectory/runs/{run}/checkpoints"
+    else:
+        origin["checkpoint"] = next(
+            ck for ck in spec["checkpoints"] if int(ck["step"]) == int(step)
+        )
+    return origin
+
+
 def all_predictions(wildcards):
     return [
         f"{OUT}/trajectory/eval/{run}/step-{step}.parquet"

@@ -192,6 +192,7 @@ def reference_errors(config: Mapping[str, Any]) -> list[str]:
     errors += crossstudy_errors(config)
     errors += trainer_args_errors(config)
     errors += api_model_errors(config)
+    errors += checkpoint_source_errors(config)
     for study in config.get("studies") or []:
         if study not in config:
             errors.append(f"config key 'studies': study '{study}' is listed but has no '{study}' section")
@@ -418,6 +419,112 @@ def organism_runs(org: Mapping[str, Any]) -> dict[str, dict]:
             one = {k: copy.deepcopy(v) for k, v in spec.items() if k != "seeds"}
             runs[run] = {**one, "seed": seed, "base": name}
     return runs
+
+
+def training_runs(config: Mapping[str, Any]) -> dict[str, list[tuple[str, dict]]]:
+    """Every training run of the config by name (defaults filled in): the trajectory runs
+    (:func:`expand_runs`) and the organisms RL runs (:func:`organism_runs`), each as
+    (its study, its spec); a name two studies both use has two entries."""
+    runs: dict[str, list[tuple[str, dict]]] = {}
+    for run, spec in expand_runs(config.get("trajectory") or {})[0].items():
+        runs.setdefault(run, []).append(("trajectory", spec))
+    try:
+        organisms = organism_runs(config.get("organisms") or {})
+    except ValueError:
+        organisms = {}  # a name made twice: reported by organism_errors
+    for run, spec in organisms.items():
+        runs.setdefault(run, []).append(("organisms", spec))
+    return runs
+
+
+def run_base_model(config: Mapping[str, Any], study: str, spec: Mapping[str, Any]) -> str | None:
+    """The registered model a training run starts from: a trajectory run's model; for an
+    organisms RL run, the model its organism was fine-tuned from (None for an organism given as
+    a trained directory, ``path``)."""
+    if study == "trajectory":
+        return spec.get("model")
+    organism = ((config.get("organisms") or {}).get("sft") or {}).get(spec.get("organism")) or {}
+    return None if "path" in organism else organism.get("model")
+
+
+def checkpoint_chain(config: Mapping[str, Any], name: str) -> list[str]:
+    """Model ``name`` and the models it is trained from, as far as checkpoint sources lead
+    (``a`` is a checkpoint of a run that trains ``b``, itself a checkpoint...); a model met twice
+    closes the list (a cycle)."""
+    registry = config.get("models") or {}
+    runs = training_runs(config)
+    chain = [name]
+    while True:
+        source = (registry.get(chain[-1]) or {}).get("source") or {}
+        found = runs.get(source.get("run")) if source.get("kind") == "checkpoint" else None
+        base = run_base_model(config, *found[0]) if found and len(found) == 1 else None
+        if base is None or base not in registry:
+            return chain
+        chain.append(base)
+        if base in chain[:-1]:
+            return chain
+
+
+def checkpoint_source_errors(config: Mapping[str, Any]) -> list[str]:
+    """Problems of models whose source is a checkpoint of a training run: the run is not one of
+    this config's; a trajectory run writes no checkpoint at that step (an organisms run may stop
+    early, so its step is checked when the model is prepared); the model is trained from itself;
+    ``chat`` is not set and cannot be taken from the model the run trained from."""
+    errors = []
+    runs = training_runs(config)
+    for name, spec in (config.get("models") or {}).items():
+        source = (spec or {}).get("source") or {}
+        if source.get("kind") != "checkpoint":
+            continue
+        key, run, step = f"models.{name}.source", source["run"], int(source["step"])
+        found = runs.get(run)
+        if not found:
+            errors.append(
+                f"config key '{key}.run': model '{name}' names run '{run}', which is not a run of this config; "
+                f"its trajectory and organisms runs are {sorted(runs)}" + _suggest(str(run), runs)
+            )
+            continue
+        if len(found) > 1:
+            errors.append(
+                f"config key '{key}.run': run '{run}' is both a trajectory and an organisms run; rename one of them"
+            )
+            continue
+        study, run_spec = found[0]
+        if study == "trajectory":
+            try:
+                steps = run_steps(run_spec)
+            except (KeyError, ValueError):
+                steps = None  # no schedule: reported by trajectory_errors
+            if steps is not None and step not in steps:
+                errors.append(
+                    f"config key '{key}.step': trajectory run '{run}' writes no checkpoint at step {step}; "
+                    f"its checkpoints are at steps {steps}"
+                )
+        chain = checkpoint_chain(config, name)
+        if chain[-1] in chain[:-1]:
+            errors.append(
+                f"config key '{key}': model '{name}' is trained from itself through checkpoint sources "
+                f"({' -> '.join(chain)}); a checkpoint's run must start from another model"
+            )
+        elif "chat" not in spec and run_base_model(config, study, run_spec) is None:
+            errors.append(
+                f"config key 'models.{name}': 'chat' is required: run '{run}' starts from an organism given "
+                "as a trained directory (path), whose chat is not registered"
+            )
+    return errors
+
+
+def with_checkpoint_chat(config: Mapping[str, Any]) -> dict:
+    """``config`` (checked) with every checkpoint model's ``chat`` filled in where its entry
+    does not set it: the chat of the model its run was trained from, followed through chained
+    checkpoint sources."""
+    out = copy.deepcopy(dict(config))
+    registry = out.get("models") or {}
+    for name, spec in registry.items():
+        if "chat" not in spec:
+            chain = checkpoint_chain(out, name)
+            spec["chat"] = next(registry[m]["chat"] for m in chain if "chat" in registry[m])
+    return out
 
 
 def question_errors(key: str, q: Mapping[str, Any]) -> list[str]:
@@ -751,7 +858,8 @@ def check_config(
     root: str | Path | None = None,
     check_keys: bool = True,
 ) -> dict:
-    """The config with its defaults filled in (:func:`with_defaults`), once it passes every check;
+    """The config with its defaults filled in (:func:`with_defaults`; a checkpoint model's chat:
+    :func:`with_checkpoint_chat`), once it passes every check;
     otherwise raise :class:`ConfigError` listing every problem, each naming its config key.
     With ``root``, also check that local files the config names exist (relative to ``root``),
     that model sources can work and that every row of a file prompt set is usable; with
@@ -767,4 +875,4 @@ def check_config(
         problems = content_errors(config, root, check_keys)
     if problems:
         raise ConfigError("invalid configuration:\n  - " + "\n  - ".join(problems))
-    return config
+    return with_checkpoint_chat(config)

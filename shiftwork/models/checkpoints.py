@@ -25,14 +25,16 @@ class CheckpointError(ValueError):
 
 
 def load_checkpoint(
-    base_dir: str, checkpoint: Mapping[str, Any], dtype: str = "auto"
+    base_dir: str, checkpoint: Mapping[str, Any], dtype: str = "auto", device: str | None = None
 ) -> tuple[PreTrainedModel, PreTrainedTokenizerBase, torch.device]:
     """``checkpoint`` is {path: DIR} (a LoRA adapter or a full model directory) or
-    {hub: ID, revision: REV}. Returns (model, tokenizer, device)."""
+    {hub: ID, revision: REV}. ``dtype`` is a :func:`pick_dtype` name, or ``stored`` for the
+    type the weights are stored in; ``device`` a :func:`pick_device` preference. Returns
+    (model, tokenizer, device)."""
     from transformers import AutoModelForCausalLM
 
-    device = pick_device()
-    torch_dtype = pick_dtype(dtype, device)
+    device = pick_device(device)
+    torch_dtype = "auto" if dtype == "stored" else pick_dtype(dtype, device)
     if "path" in checkpoint:
         path = Path(checkpoint["path"])
         if not path.is_dir():

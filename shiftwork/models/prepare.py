@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from shiftwork.models.checkpoint_source import is_checkpoint, unresolved
 from shiftwork.models.sources import Located, ModelSourceError, hub_errors, hub_help, locate
 from shiftwork.tables import rebuild_commands
 
@@ -20,7 +21,12 @@ INFO_FILE = "shiftwork.json"
 
 
 def preparation(spec: Mapping[str, Any]) -> dict[str, Any]:
-    """What a prepared model depends on: its source, and whether it is a chat model."""
+    """What a prepared model depends on: its source, and whether it is a chat model. A
+    ``checkpoint`` source must have been completed by the workflow
+    (:func:`shiftwork.models.checkpoint_source.with_origin`): its config, checkpoints and base
+    model are part of what it depends on."""
+    if is_checkpoint(spec["source"]) and (problem := unresolved(spec["source"])):
+        raise ModelSourceError(problem)
     return {"source": dict(spec["source"]), "chat": bool(spec.get("chat"))}
 
 
@@ -128,6 +134,10 @@ def _load(name: str, loc: Located, source: Mapping[str, Any]):
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    if loc.base is not None:
+        from shiftwork.models.checkpoint_source import load_located_checkpoint
+
+        return load_located_checkpoint(name, loc)
     if loc.scratch:
         from shiftwork.models.scratch import scratch_model
 
@@ -197,6 +207,7 @@ def prepare_model(name: str, spec: Mapping[str, Any], out_dir: str | os.PathLike
             "dtype": str(model.dtype).removeprefix("torch."),
             "weight_files": files,
             "weight_digest": weight_digest(tmp, files),
+            **({"checkpoint": loc.path} if loc.base is not None else {}),
             "prepare_seconds": round(time.perf_counter() - start, 2),
         }
         (tmp / INFO_FILE).write_text(json.dumps(info, indent=2, sort_keys=True))

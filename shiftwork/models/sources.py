@@ -1,5 +1,6 @@
 """Where a registered model's weights come from: a GGUF shipped in a pip package, a local
-Hugging Face directory, a hub id (only when the hub is reachable), or nowhere: a ``scratch``
+Hugging Face directory, a hub id (only when the hub is reachable), a checkpoint of a training
+run of this config (:mod:`shiftwork.models.checkpoint_source`), or nowhere: a ``scratch``
 model is initialised with seeded random weights (:mod:`shiftwork.models.scratch`), and an
 ``openai_compatible`` model is served by someone else over an HTTP API
 (:mod:`shiftwork.inference.api`): it has no weights here, only replies."""
@@ -35,6 +36,8 @@ class Located:
     gguf_file: str | None = None
     revision: str | None = None
     scratch: bool = False
+    # set for a checkpoint of a training run: the directory of the model it was trained from
+    base: str | None = None
 
 
 def pip_name(module: str) -> str:
@@ -105,6 +108,10 @@ def locate(name: str, source: Mapping[str, Any], workdir: Path) -> Located:
         return Located(source["id"], revision=source["revision"])
     if kind == "scratch":
         return Located("", scratch=True)
+    if kind == "checkpoint":
+        from shiftwork.models.checkpoint_source import locate_checkpoint
+
+        return locate_checkpoint(name, source)
     if kind == API_KIND:
         raise ModelSourceError(
             f"model '{name}': served over an API ({source.get('model')} at {source.get('base_url')}); "

@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 
 from shiftwork.logs import LOGGER
+from shiftwork.models.checkpoint_source import checkpoint_dirs
 from shiftwork.organisms.questions import question_bank, split_questions
 from shiftwork.organisms.settings import Setting, load_setting, prompt_for
 from shiftwork.organisms.transcripts import Questions, parse_response, reward, rl_prompts, sft_examples
@@ -171,21 +172,6 @@ def train_rl(
             raise ValueError(f"{prompts_path}: no prompts for RL stage {number}")
     steps = rl(sft_dir, plan, reward, settings, out_dir, seed)
     LOGGER.info("RL in %.1f s; checkpoints at steps %s", time.perf_counter() - start, steps)
-
-
-def checkpoint_dirs(checkpoints_dir: str) -> list[tuple[int, Path]]:
-    """(step, directory) of every ``checkpoint-<step>`` under ``checkpoints_dir``, by step."""
-    root = Path(checkpoints_dir)
-    if not root.is_dir():
-        raise FileNotFoundError(f"checkpoint directory {root} does not exist")
-    found = []
-    for path in root.glob("checkpoint-*"):
-        suffix = path.name.split("-", 1)[1]
-        if path.is_dir() and suffix.isdigit():
-            found.append((int(suffix), path))
-    if not found:
-        raise FileNotFoundError(f"{root} holds no checkpoint-<step> directory")
-    return sorted(found)
 
 
 def evaluate_organism(
