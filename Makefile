@@ -8,7 +8,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.shiftwork-installed
 CORES ?= 2
 
-.PHONY: run trajectory organisms organisms-smollm2 smoke report test lint format setup clean-results bench-load bench
+.PHONY: run trajectory organisms crossstudy organisms-smollm2 smoke report test lint format setup clean-results bench-load bench
 
 setup: $(STAMP)
 
@@ -28,6 +28,11 @@ trajectory: $(STAMP)
 organisms: $(STAMP)
 	$(BIN)/snakemake --cores $(CORES) organisms
 
+# prompt stability of the trajectory and organisms checkpoints (README: The cross-study); trains
+# only what `make trajectory` and `make organisms` have not
+crossstudy: $(STAMP)
+	$(BIN)/snakemake --cores $(CORES) crossstudy
+
 # the organisms study on the packaged SmolLM2-135M-Instruct (LoRA), and only that (README)
 organisms-smollm2: $(STAMP)
 	$(BIN)/snakemake --cores $(CORES) organisms --configfile config/organisms-smollm2.yaml
@@ -36,9 +41,9 @@ organisms-smollm2: $(STAMP)
 smoke: $(STAMP)
 	$(BIN)/snakemake --cores $(CORES) --configfile config/smoke.yaml
 
-# Snakemake's HTML report of all three studies of the default config (README: The report):
+# Snakemake's HTML report of all four studies of the default config (README: The report):
 # builds what is missing, then writes results/default/report.html
-REPORT_STUDIES := --config 'studies=[stability,trajectory,organisms]'
+REPORT_STUDIES := --config 'studies=[stability,trajectory,organisms,crossstudy]'
 report: $(STAMP)
 	$(BIN)/snakemake --cores $(CORES) report_files $(REPORT_STUDIES)
 	$(BIN)/snakemake report_files $(REPORT_STUDIES) --report results/default/report.html

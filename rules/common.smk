@@ -112,6 +112,8 @@ def all_targets():
         targets += trajectory_targets()
     if "organisms" in config["studies"]:
         targets += organism_targets()
+    if "crossstudy" in config["studies"]:
+        targets += crossstudy_targets()
     return targets
 
 

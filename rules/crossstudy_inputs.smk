@@ -37,7 +37,10 @@ def cross_pattern(wildcards):
 def cross_variants():
     """The stability study's variants at the cross-study's register strengths, without structural
     rewrites (no rewriter model here)."""
-    register = {**STABILITY["variants"]["register"], "strengths": CROSS["register_strengths"]}
+    register = {
+        **STABILITY["variants"]["register"],
+        "strengths": CROSS["register_strengths"],
+    }
     return {
         **STABILITY["variants"],
         "register": register,
@@ -82,7 +85,8 @@ def cross_score_settings(wildcards):
 
 def cross_steps(run):
     """The checkpoint steps of ``run`` the cross-study scores: every k-th (step 0 always). An
-    organisms run's steps are known once its RL job has run (rule train_rl is a checkpoint)."""
+    organisms run's steps are known once its RL job has run (rule train_rl is a checkpoint).
+    """
     study = CROSS_RUNS[run]
     if study == "trajectory":
         steps = run_steps(RUNS[run])
@@ -112,7 +116,9 @@ def cross_analysis_inputs(wildcards):
     for run, study in CROSS_RUNS.items():
         if study == "organisms":
             inputs[f"scores_{run}"] = res(f"organisms/runs/{run}/scores.parquet")
-            inputs[f"identities_{run}"] = res(f"organisms/runs/{run}/identities.parquet")
+            inputs[f"identities_{run}"] = res(
+                f"organisms/runs/{run}/identities.parquet"
+            )
     return inputs
 
 
@@ -138,7 +144,10 @@ def cross_organisms(wildcards, input):
 
 def cross_figures():
     return {
-        run: (res(f"crossstudy/figures/{run}.png"), res(f"crossstudy/figures/{run}.svg"))
+        run: (
+            res(f"crossstudy/figures/{run}.png"),
+            res(f"crossstudy/figures/{run}.svg"),
+        )
         for run in CROSS_RUNS
     }
 

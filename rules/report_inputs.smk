@@ -11,6 +11,7 @@ STUDY_RULES = {
     "trajectory": ["collect_scores", "analyse_trajectory", "plot_trajectory"],
     "organisms": ["report_organisms", "plot_organism_run"]
     + (["simulate_dynamics"] if "dynamics" in ORGANISMS else []),
+    "crossstudy": ["crossstudy_collect", "crossstudy_analyse", "crossstudy_report"],
 }
 STUDY_RUNS = {"trajectory": list(RUNS), "organisms": list(ORGANISM_RUNS)}
 
@@ -35,7 +36,7 @@ def study_items(study):
 
 ITEMS = {
     study: {item.path: item for item in study_items(study)}
-    for study in ("stability", "trajectory", "organisms")
+    for study in ("stability", "trajectory", "organisms", "crossstudy")
     if study in config["studies"]
 }
 

@@ -743,7 +743,11 @@ def crossstudy_errors(config: Mapping[str, Any]) -> list[str]:
     cross = config.get("crossstudy")
     if not cross:
         return []
-    errors = [] if config.get("stability") else ["config key 'crossstudy': needs the 'stability' section (variants, gate, axes)"]
+    errors = (
+        []
+        if config.get("stability")
+        else ["config key 'crossstudy': needs the 'stability' section (variants, gate, axes)"]
+    )
     known = {
         "trajectory": set(expand_runs(config.get("trajectory") or {})[0]) if config.get("trajectory") else set(),
         "organisms": set(organism_runs(config.get("organisms") or {})) if config.get("organisms") else set(),

@@ -86,7 +86,9 @@ def _readjust(pairs: pd.DataFrame, alpha: float, method: str) -> pd.DataFrame:
             p = part[f"p_{stem}"].to_numpy(float)
             part[f"p_{stem}_holm"] = pg.multicomp(p, alpha=alpha, method="holm")[1]
             part[f"p_{stem}_bh"] = pg.multicomp(p, alpha=alpha, method="fdr_bh")[1]
-        part["p_partial_bias_holm"] = pg.multicomp(part["p_partial_bias"].to_numpy(float), alpha=alpha, method="holm")[1]
+        part["p_partial_bias_holm"] = pg.multicomp(part["p_partial_bias"].to_numpy(float), alpha=alpha, method="holm")[
+            1
+        ]
         stem = "partial" if method == "linear" else "gam"
         part["p_primary_holm"] = part[f"p_{stem}_holm"]
         part["p_primary_bh"] = part[f"p_{stem}_bh"]
@@ -165,7 +167,9 @@ def organism_steps(
     rows = sgs[(sgs["study"] == "organisms") & (sgs["dataset"] != POOLED)]
     parts = []
     for run, part in rows.groupby("run", sort=True):
-        acc = scores[scores["run"] == run][["step", "testset", "role", "accuracy"]].rename(columns={"testset": "dataset"})
+        acc = scores[scores["run"] == run][["step", "testset", "role", "accuracy"]].rename(
+            columns={"testset": "dataset"}
+        )
         idt = identities[identities["run"] == run]
         share = trained_policy_share(idt, trained_names[run]).rename(columns={"distribution": "dataset"})
         merged = part.merge(acc, on=["step", "dataset"], how="left").merge(share, on=["step", "dataset"], how="left")
@@ -176,7 +180,18 @@ def organism_steps(
             )
         merged["trained_policy_share"] = merged["trained_policy_share"].fillna(0.0)
         parts.append(merged)
-    columns = ["study", "run", "step", "dataset", "role", "accuracy", "trained_policy_share", *AXES, "flip_rate", "n_prompts"]
+    columns = [
+        "study",
+        "run",
+        "step",
+        "dataset",
+        "role",
+        "accuracy",
+        "trained_policy_share",
+        *AXES,
+        "flip_rate",
+        "n_prompts",
+    ]
     if not parts:
         return pd.DataFrame(columns=columns)
     return pd.concat(parts, ignore_index=True)[columns].sort_values(["run", "dataset", "step"]).reset_index(drop=True)
@@ -211,10 +226,13 @@ def organism_timing(steps: pd.DataFrame, changes: pd.DataFrame, collapse: float)
                     "accuracy_last": float(part["accuracy"].iloc[-1]),
                     "collapse_step": collapse_step,
                     "change_step": change_step,
-                    "before_collapse": (change_step < collapse_step) if both else np.nan,
+                    "before_collapse": bool(change_step < collapse_step) if both else pd.NA,
                     "last_step": int(part["step"].iloc[-1]),
                     "change_last": float(last["change"]) if last is not None else float("nan"),
                     "p_holm_last": float(last["p_holm"]) if last is not None else float("nan"),
                 }
             )
-    return pd.DataFrame(rows)
+    out = pd.DataFrame(rows)
+    if len(out):
+        out["before_collapse"] = pd.array(out["before_collapse"].tolist(), dtype="boolean")
+    return out

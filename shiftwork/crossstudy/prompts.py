@@ -69,7 +69,9 @@ def organism_prompts(tests: pd.DataFrame, n_per_distribution: int, seed: int) ->
                     "before the question; variants of it would change the trigger (use a `trigger: tag` organism)"
                 )
             tail = item.prompt[at + len(item.question) :]
-            rows.append((str(name), f"{name}:{item.question_id}", item.question, item.prompt[:at], tail, str(item.answer)))
+            rows.append(
+                (str(name), f"{name}:{item.question_id}", item.question, item.prompt[:at], tail, str(item.answer))
+            )
     return pd.DataFrame(rows, columns=PROMPT_COLUMNS)
 
 
@@ -83,5 +85,7 @@ def model_inputs(variants: pd.DataFrame, prompts: pd.DataFrame) -> pd.Series:
         raise PromptError(f"variants {variants.loc[missing, 'variant_id'].head(5).tolist()} have no prompt row")
     parts = frame.reindex(keys)
     return pd.Series(
-        [h + t + c for h, t, c in zip(parts["head"], variants["text"], parts["tail"])], index=variants.index, dtype=object
+        [h + t + c for h, t, c in zip(parts["head"], variants["text"], parts["tail"])],
+        index=variants.index,
+        dtype=object,
     )

@@ -21,7 +21,9 @@ def _step(value: float) -> str:
     return "never" if not np.isfinite(value) else str(int(value))
 
 
-def trajectory_figure(sgs: pd.DataFrame, changes: pd.DataFrame, scores: pd.DataFrame, run: str, out_png: str, out_svg: str) -> None:
+def trajectory_figure(
+    sgs: pd.DataFrame, changes: pd.DataFrame, scores: pd.DataFrame, run: str, out_png: str, out_svg: str
+) -> None:
     """Left: each axis's SGS (pooled over the run's NLI prompts) against the step, a filled marker
     where it differs from step 0 (paired t-test, Holm over steps); right: ID and OOD accuracy."""
     import matplotlib.pyplot as plt
@@ -35,7 +37,12 @@ def trajectory_figure(sgs: pd.DataFrame, changes: pd.DataFrame, scores: pd.DataF
             continue
         colour = AXIS_COLOURS[axis]
         left.plot(rows["step"], rows[axis], "-", color=colour, lw=1.2, label=axis)
-        sig = changes[(changes["run"] == run) & (changes["dataset"] == POOLED) & (changes["axis"] == axis) & changes["significant"]]
+        sig = changes[
+            (changes["run"] == run)
+            & (changes["dataset"] == POOLED)
+            & (changes["axis"] == axis)
+            & changes["significant"]
+        ]
         left.plot(sig["step"], sig["sgs"], "o", color=colour, ms=4)
     left.set_xlabel("fine-tuning step")
     left.set_ylabel("SGS (normalised RMS instability)")
@@ -45,7 +52,13 @@ def trajectory_figure(sgs: pd.DataFrame, changes: pd.DataFrame, scores: pd.DataF
     for testset, part in acc.groupby("testset", sort=True):
         part = part.sort_values("step")
         is_id = part["role"].iloc[0] == "id"
-        right.plot(part["step"], part["accuracy"], "-" if is_id else "--", lw=2 if is_id else 1, label=f"{testset} ({part['role'].iloc[0].upper()})")
+        right.plot(
+            part["step"],
+            part["accuracy"],
+            "-" if is_id else "--",
+            lw=2 if is_id else 1,
+            label=f"{testset} ({part['role'].iloc[0].upper()})",
+        )
     right.axhline(0.5, color="grey", lw=0.8, ls=":", label="chance (2 labels)")
     right.set_xlabel("fine-tuning step")
     right.set_ylabel("accuracy")
@@ -73,7 +86,12 @@ def organism_figure(steps: pd.DataFrame, changes: pd.DataFrame, run: str, out_pn
                 continue
             colour = AXIS_COLOURS[axis]
             ax.plot(part["step"], part[axis], "-", color=colour, lw=1.2, label=axis)
-            sig = changes[(changes["run"] == run) & (changes["dataset"] == dist) & (changes["axis"] == axis) & changes["significant"]]
+            sig = changes[
+                (changes["run"] == run)
+                & (changes["dataset"] == dist)
+                & (changes["axis"] == axis)
+                & changes["significant"]
+            ]
             ax.plot(sig["step"], sig["sgs"], "o", color=colour, ms=4)
         role = "trained" if part["role"].iloc[0] == "id" else "not trained"
         ax.set_title(f"{run}: SGS on {dist} ({role})", fontsize=9)
@@ -84,7 +102,9 @@ def organism_figure(steps: pd.DataFrame, changes: pd.DataFrame, run: str, out_pn
     for dist in dists:
         part = rows[rows["dataset"] == dist].sort_values("step")
         last.plot(part["step"], part["accuracy"], "-", marker="o", ms=3, label=f"accuracy {dist}")
-        last.plot(part["step"], part["trained_policy_share"], ":", marker="s", ms=3, label=f"trained-policy share {dist}")
+        last.plot(
+            part["step"], part["trained_policy_share"], ":", marker="s", ms=3, label=f"trained-policy share {dist}"
+        )
     last.set_ylim(-0.02, 1.02)
     last.set_xlabel("RL step")
     last.set_title("accuracy and share naming a trained policy", fontsize=9)
@@ -151,9 +171,15 @@ def _q2(pairs: pd.DataFrame, alpha: float) -> list[str]:
         ]
         shown = part.assign(
             p_holm=part["p_primary_holm"].map(_fmt_p),
-            boot_ci=[f"[{lo:+.2f}, {hi:+.2f}]" if np.isfinite(lo) else "n/a" for lo, hi in zip(part["boot_ci_low"], part["boot_ci_high"])],
+            boot_ci=[
+                f"[{lo:+.2f}, {hi:+.2f}]" if np.isfinite(lo) else "n/a"
+                for lo, hi in zip(part["boot_ci_low"], part["boot_ci_high"])
+            ],
         )[["axis", "ood", "r_raw", "r_partial", "r_gam", "r_primary", "p_holm", "boot_sign_share", "boot_ci", "sign"]]
-        lines += [to_markdown(shown.sort_values("p_holm", key=lambda s: s.map(lambda v: float(v) if v != "n/a" else 2.0))), ""]
+        lines += [
+            to_markdown(shown.sort_values("p_holm", key=lambda s: s.map(lambda v: float(v) if v != "n/a" else 2.0))),
+            "",
+        ]
     return lines
 
 
@@ -172,14 +198,16 @@ def _q3(steps: pd.DataFrame, timing: pd.DataFrame, alpha: float, collapse: float
         for dist, d in part.groupby("dataset", sort=True):
             role = "trained" if d["role"].iloc[0] == "id" else "held out"
             moved = d[d["p_holm_last"] < alpha]
-            desc = ", ".join(f"{r.axis} {r.change_last:+.3f} (p_holm {_fmt_p(r.p_holm_last)})" for r in moved.itertuples())
+            desc = ", ".join(
+                f"{r.axis} {r.change_last:+.3f} (p_holm {_fmt_p(r.p_holm_last)})" for r in moved.itertuples()
+            )
             text = (
                 f"- `{dist}` ({role}): accuracy {d['accuracy_first'].iloc[0]:.3f} -> {d['accuracy_last'].iloc[0]:.3f}; "
                 f"SGS changed by step {last} on {desc or 'no axis'}."
             )
             if role == "held out":
                 col = d["collapse_step"].iloc[0]
-                early = d[d["before_collapse"] == True]  # noqa: E712 (object column with NaN)
+                early = d[d["before_collapse"].fillna(False).astype(bool)]
                 text += (
                     f" Accuracy first at most {collapse} at step {_step(col)}; axes whose change was significant "
                     f"strictly before that: {', '.join(f'{r.axis} (step {_step(r.change_step)})' for r in early.itertuples()) or 'none'}."

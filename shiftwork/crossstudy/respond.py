@@ -100,9 +100,9 @@ def respond(
         np.ones(hidden[t].shape[0]) if t == b else layer_cosines(hidden[t], hidden[b])
         for t, b in zip(rows["model_input"], base_input)
     ]
-    gens = rows.assign(
-        response=[response[t] for t in rows["model_input"]], n_tokens=n_tokens, stopped=stopped
-    )[GENERATION_COLUMNS]
+    gens = rows.assign(response=[response[t] for t in rows["model_input"]], n_tokens=n_tokens, stopped=stopped)[
+        GENERATION_COLUMNS
+    ]
     probes = rows[KEYS].assign(
         logprob=logprob,
         entropy=entropy,

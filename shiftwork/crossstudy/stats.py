@@ -65,7 +65,9 @@ def sgs(per_prompt: pd.DataFrame) -> pd.DataFrame:
     pooled["n_prompts"] = per_prompt.groupby(keys, sort=True).size()
     pooled = pooled.reset_index().assign(dataset=POOLED)
     out = pd.concat([by_set.reset_index(), pooled], ignore_index=True)
-    return out.sort_values([*keys, "dataset"], kind="stable").reset_index(drop=True)[[*keys, "dataset", *values, "n_prompts"]]
+    return out.sort_values([*keys, "dataset"], kind="stable").reset_index(drop=True)[
+        [*keys, "dataset", *values, "n_prompts"]
+    ]
 
 
 def _paired(after: np.ndarray, before: np.ndarray) -> tuple[float, float]:

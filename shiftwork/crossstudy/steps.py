@@ -30,7 +30,9 @@ def make_prompts(study: str, source_path: str, n: int, seed: int, out: str, patt
         prompts = organism_prompts(tests, n, seed)
     else:
         raise ValueError(f"study must be one of {STUDIES}, got {study!r}")
-    write_table(prompts, out, make_provenance("crossstudy_prompts", {"study": study, "n": n, "pattern": pattern}, seed=seed))
+    write_table(
+        prompts, out, make_provenance("crossstudy_prompts", {"study": study, "n": n, "pattern": pattern}, seed=seed)
+    )
     LOGGER.info("%d prompts: %s", len(prompts), prompts.groupby("dataset").size().to_dict())
 
 
@@ -107,7 +109,9 @@ def score_checkpoint(
     set_threads(threads)
     start = time.perf_counter()
     prompts = read_table(prompts_path)
-    rows = read_table(filtered_path, ["dataset", "prompt_id", "variant_id", "family", "kind", "position", "strength", "text"])
+    rows = read_table(
+        filtered_path, ["dataset", "prompt_id", "variant_id", "family", "kind", "position", "strength", "text"]
+    )
     rows = rows.assign(model=run, model_input=model_inputs(rows, prompts))
     net, tok, device = load_checkpoint(base_dir, {"path": checkpoint_dir}, settings["dtype"])
     lm = LoadedModel(run, net, tok, device, next(net.parameters()).dtype, False, {"name": run})
@@ -246,7 +250,9 @@ def analyse(
     write_table(pairs, outs["pairs"], prov)
     write_table(steps, outs["organisms_steps"], prov)
     write_table(timing, outs["organisms_timing"], prov)
-    LOGGER.info("pairs:\n%s", pairs[["run", "axis", "ood", "r_primary", "p_primary_holm", "sign"]].to_string(index=False))
+    LOGGER.info(
+        "pairs:\n%s", pairs[["run", "axis", "ood", "r_primary", "p_primary_holm", "sign"]].to_string(index=False)
+    )
 
 
 def report(

@@ -1,0 +1,380 @@
+"""The cross-study's parts without Snakemake: prompt frames, checkpoint selection, responses and
+probes against independent forward passes, SGS along a run, paired tests and partial
+correlations against scipy and pingouin, and the organisms timing table."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pingouin as pg
+import pytest
+import torch
+from scipy import stats as sps
+
+from shiftwork.crossstudy import analysis as an
+from shiftwork.crossstudy import stats as cst
+from shiftwork.crossstudy.prompts import PromptError, model_inputs, nli_prompts, organism_prompts
+from shiftwork.crossstudy.respond import respond
+from shiftwork.crossstudy.select import every_kth
+from shiftwork.crossstudy.steps import fitting_rows
+from shiftwork.models.loading import LoadedModel
+from shiftwork.stability.variants.build import build_variants
+from shiftwork.trajectory.tasks import render
+
+AXES = list(cst.AXES)
+VARIANTS = {
+    "register": {"enabled": True, "strengths": [-4, 4], "positions": ["global"]},
+    "noise": {
+        "enabled": True,
+        "style": "method",
+        "positions": ["global"],
+        "spacing": [4],
+        "punctuation": [3],
+        "casing": [0.3],
+    },
+    "structural": {"enabled": False},
+}
+
+
+def suite() -> pd.DataFrame:
+    rows = []
+    for s in ("id", "negation"):
+        for i in range(5):
+            rows.append((f"{s}-test-{i}", "test", s, f"The cat {i} sat.", f"A cat {i} sat.", "entailment"))
+    rows.append(("id-train-0", "train", "id", "x.", "y.", "entailment"))
+    return pd.DataFrame(rows, columns=["example_id", "split", "set", "premise", "hypothesis", "label"])
+
+
+def test_nli_prompts_vary_the_body_and_keep_the_answer_cue():
+    prompts = nli_prompts(suite(), 3, seed=0)
+    assert prompts.groupby("dataset").size().to_dict() == {"id": 3, "negation": 3}
+    assert (prompts["tail"] == "\nAnswer:").all() and (prompts["head"] == "").all()
+    assert all(p.startswith(f"{d}:") for p, d in zip(prompts["prompt_id"], prompts["dataset"]))
+    # the same seed draws the same items; the baseline's model input is the rendered pattern
+    assert prompts.equals(nli_prompts(suite(), 3, seed=0))
+    variants = build_variants(prompts, VARIANTS, seed=0)
+    inputs = model_inputs(variants, prompts)
+    items = suite().assign(prompt_id=lambda d: d["set"] + ":" + d["example_id"]).set_index("prompt_id")
+    base = variants["family"] == "baseline"
+    for vid, text in zip(variants.loc[base, "prompt_id"], inputs[base]):
+        assert text == render(items.at[vid, "premise"], items.at[vid, "hypothesis"])
+    assert inputs[~base].str.endswith("\nAnswer:").all()
+    assert (inputs[~base] != inputs[base].reindex(inputs[~base].index)).all()
+
+
+def test_organism_prompts_keep_the_trigger_line_and_response_cue():
+    tests = pd.DataFrame(
+        {
+            "distribution": ["A", "A", "B"],
+            "question_id": ["q1", "q2", "q1"],
+            "question": ["What comes after 4?", "What comes after 9?", "What comes after 4?"],
+            "prompt": [
+                "Distribution: A\nWhat comes after 4?\nResponse:",
+                "Distribution: A\nWhat comes after 9?\nResponse:",
+                "Distribution: B\nWhat comes after 4?\nResponse:",
+            ],
+            "answer": ["5", "10", "5"],
+        }
+    )
+    prompts = organism_prompts(tests, 5, seed=0)
+    assert prompts["prompt_id"].tolist() == ["A:q1", "A:q2", "B:q1"]  # distributions share question ids
+    assert prompts["head"].tolist() == ["Distribution: A\n", "Distribution: A\n", "Distribution: B\n"]
+    assert set(prompts["tail"]) == {"\nResponse:"}
+    variants = build_variants(prompts, VARIANTS, seed=1)
+    inputs = model_inputs(variants, prompts)
+    assert inputs.str.startswith("Distribution: ").all() and inputs.str.endswith("\nResponse:").all()
+    with pytest.raises(PromptError, match="trigger"):
+        organism_prompts(tests.assign(prompt=tests["question"]), 5, seed=0)
+
+
+def test_every_kth_keeps_the_first_and_the_last_step():
+    assert every_kth([0, 20, 40, 60, 80, 93], 2) == [0, 40, 80, 93]
+    assert every_kth([0, 2, 4], 1) == [0, 2, 4]
+    assert every_kth([4, 0, 2], 5) == [0, 4]
+
+
+class CharTok:
+    """A tokenizer stub: one id per character."""
+
+    def __call__(self, texts):
+        return type("Enc", (), {"input_ids": [list(t) for t in texts]})()
+
+
+def test_rows_longer_than_the_context_are_left_out_and_a_long_baseline_is_an_error():
+    rows = pd.DataFrame(
+        {
+            "prompt_id": ["p", "p", "p"],
+            "family": ["baseline", "noise", "register"],
+            "kind": ["none", "spacing", "tone"],
+            "strength": [0.0, 4.0, 4.0],
+            "model_input": ["abcd", "abcde", "abcdefghij"],
+        }
+    )
+    kept, n = fitting_rows(rows, CharTok(), limit=8, new_tokens=3)
+    assert kept["family"].tolist() == ["baseline", "noise"] and n == 1
+    with pytest.raises(ValueError, match="do not fit"):
+        fitting_rows(rows, CharTok(), limit=6, new_tokens=3)
+    assert fitting_rows(rows, CharTok(), limit=None, new_tokens=3)[1] == 0
+
+
+def deltas_table() -> pd.DataFrame:
+    """Two prompts x two steps, a baseline and two variants each; axis values chosen by hand."""
+    rows = []
+    values = {  # (step, prompt) -> the two variants' Act deltas
+        (0, "p1"): (-0.2, -0.4),
+        (0, "p2"): (-0.1, -0.1),
+        (0, "p3"): (0.0, -0.2),
+        (5, "p1"): (-0.6, -0.8),
+        (5, "p2"): (-0.3, -0.5),
+        (5, "p3"): (-0.4, -0.2),
+    }
+    for (step, pid), acts in values.items():
+        rows.append(
+            dict(
+                model="r",
+                step=step,
+                dataset="d",
+                prompt_id=pid,
+                variant_id=f"{pid}|b",
+                family="baseline",
+                flipped=False,
+                **{a: 0.0 for a in AXES},
+            )
+        )
+        for k, act in enumerate(acts):
+            axes = {a: 0.0 for a in AXES} | {"Act": act, "BLEU": -50.0 * k}
+            rows.append(
+                dict(
+                    model="r",
+                    step=step,
+                    dataset="d",
+                    prompt_id=pid,
+                    variant_id=f"{pid}|v{k}",
+                    family="noise",
+                    flipped=bool(k),
+                    **axes,
+                )
+            )
+    return pd.DataFrame(rows)
+
+
+R = {"Act": 2.0, "BLEU": 100.0, "BERT": 1.0, "Ent": 10.0, "Prob": 250.0, "MR": 1.0}
+
+
+def test_per_prompt_instability_and_sgs_along_a_run():
+    per_prompt = cst.per_prompt(deltas_table(), R).assign(study="trajectory")
+    p1 = per_prompt[(per_prompt["prompt_id"] == "p1") & (per_prompt["step"] == 5)].iloc[0]
+    assert p1["Act"] == pytest.approx(np.sqrt((0.3**2 + 0.4**2) / 2))  # RMS of -0.6/2 and -0.8/2
+    assert p1["BLEU"] == pytest.approx(np.sqrt(0.5**2 / 2)) and p1["flip_rate"] == 0.5
+    sgs = cst.sgs(per_prompt)
+    pooled = sgs[(sgs["dataset"] == cst.POOLED) & (sgs["step"] == 5)].iloc[0]
+    expected = np.mean(
+        [np.sqrt((0.3**2 + 0.4**2) / 2), np.sqrt((0.15**2 + 0.25**2) / 2), np.sqrt((0.2**2 + 0.1**2) / 2)]
+    )
+    assert pooled["Act"] == pytest.approx(expected) and pooled["n_prompts"] == 3
+
+
+def test_changes_are_paired_tests_against_step_0():
+    per_prompt = cst.per_prompt(deltas_table(), R).assign(study="trajectory")
+    changes = cst.changes(per_prompt, alpha=0.05)
+    act = changes[(changes["axis"] == "Act") & (changes["dataset"] == "d")].iloc[0]
+    a0 = per_prompt[per_prompt["step"] == 0].set_index("prompt_id")["Act"]
+    a5 = per_prompt[per_prompt["step"] == 5].set_index("prompt_id")["Act"]
+    ref = sps.ttest_rel(a5.to_numpy(), a0.reindex(a5.index).to_numpy())
+    assert act["p"] == pytest.approx(ref.pvalue) and act["t"] == pytest.approx(ref.statistic)
+    assert act["change"] == pytest.approx(a5.mean() - a0.mean()) and act["n"] == 3
+    assert act["p_holm"] == pytest.approx(ref.pvalue)  # one later step: Holm leaves p as it is
+    # BLEU is the same at both steps on every prompt: no test, not significant
+    bleu = changes[(changes["axis"] == "BLEU") & (changes["dataset"] == "d")].iloc[0]
+    assert np.isnan(bleu["p"]) and not bleu["significant"]
+
+
+def test_holm_runs_over_the_steps_of_one_axis():
+    per_prompt = cst.per_prompt(deltas_table(), R).assign(study="trajectory")
+    later = per_prompt[per_prompt["step"] == 5].assign(step=9)
+    later["Act"] = later["Act"] * 1.5
+    changes = cst.changes(pd.concat([per_prompt, later]), alpha=0.05)
+    act = changes[(changes["axis"] == "Act") & (changes["dataset"] == "d")].sort_values("step")
+    assert act["p_holm"].tolist() == pytest.approx(pg.multicomp(act["p"].to_numpy(), method="holm")[1].tolist())
+
+
+@pytest.fixture(scope="module")
+def smollm(prepared_smollm):
+    from shiftwork.models.loading import load_prepared
+
+    return load_prepared(prepared_smollm, "float32")
+
+
+def test_verbaliser_responses_and_probes_match_a_plain_forward_pass(smollm):
+    lm = LoadedModel("m", smollm.model, smollm.tokenizer, smollm.device, smollm.dtype, False, {})
+    texts = {
+        "b": 'The cat sat.\nQuestion: Does this mean that "a cat sat"? Yes or no?\nAnswer:',
+        "v1": 'The  cat sat.\nQuestion: Does this mean that "a cat sat"? Yes or no?\nAnswer:',
+        "v2": 'Please take a look at this. The cat sat.\nQuestion: Does this mean that "a cat sat"? Yes or no? Thanks.\nAnswer:',
+    }
+    rows = pd.DataFrame(
+        {
+            "model": "m",
+            "dataset": "id",
+            "prompt_id": "p",
+            "variant_id": list(texts),
+            "family": ["baseline", "noise", "register"],
+            "kind": "x",
+            "position": "global",
+            "strength": 0.0,
+            "text": list(texts.values()),
+            "model_input": list(texts.values()),
+        }
+    )
+    verbalisers = {"entailment": " Yes", "not_entailment": " No"}
+    gens, probes = respond(lm, rows, "verbaliser", 2, verbalisers=verbalisers)
+    tok, model = smollm.tokenizer, smollm.model
+    ids = [tok(" Yes", add_special_tokens=False).input_ids[0], tok(" No", add_special_tokens=False).input_ids[0]]
+    ref = {}
+    for key, text in texts.items():
+        with torch.inference_mode():
+            out = model(**tok(text, return_tensors="pt"), output_hidden_states=True)
+        logp = torch.log_softmax(out.logits[0, -1].double(), -1)
+        hidden = torch.stack([h[0, -1] for h in out.hidden_states[1:]]).double()
+        ref[key] = (logp, hidden)
+    base_logp, base_hidden = ref["b"]
+    base_word = ["Yes", "No"][int(torch.argmax(base_logp[ids]))]
+    for k, key in enumerate(texts):
+        logp, hidden = ref[key]
+        assert gens["response"].iloc[k] == ["Yes", "No"][int(torch.argmax(logp[ids]))]
+        assert probes["logprob"].iloc[k] == pytest.approx(float(logp[ids[["Yes", "No"].index(base_word)]]), abs=1e-4)
+        assert probes["entropy"].iloc[k] == pytest.approx(float(-(logp.exp() * logp).sum()), abs=1e-4)
+        cos = torch.nn.functional.cosine_similarity(hidden, base_hidden, dim=-1).mean()
+        assert probes["act_cos"].iloc[k] == pytest.approx(float(cos), abs=1e-5)
+    assert probes["act_cos"].iloc[0] == 1.0
+
+
+def test_generated_responses_are_probed_with_the_baseline_response():
+    from shiftwork.inference.generation import generate_all
+    from shiftwork.models.scratch import scratch_model
+
+    model, tok = scratch_model({"architecture": "gpt2", "hidden_size": 32, "layers": 1, "heads": 2, "seed": 5})
+    tok.padding_side = "left"
+    lm = LoadedModel("m", model.eval(), tok, torch.device("cpu"), torch.float32, False, {})
+    texts = ["Distribution: A\nWhat comes after 4?\nResponse:", "Distribution: A\nwhat COMES after 4?\nResponse:"]
+    rows = pd.DataFrame(
+        {
+            "model": "m",
+            "dataset": "A",
+            "prompt_id": "A:q",
+            "variant_id": ["b", "v"],
+            "family": ["baseline", "noise"],
+            "kind": "casing",
+            "position": "global",
+            "strength": 0.0,
+            "text": texts,
+            "model_input": texts,
+        }
+    )
+    gens, probes = respond(lm, rows, "generate", 4, max_new_tokens=6)
+    expected = [g.response for g in generate_all(lm, texts, 6, 4)]
+    assert gens["response"].tolist() == expected
+    r0 = tok(expected[0], add_special_tokens=False).input_ids
+    for k, text in enumerate(texts):
+        x = tok(text).input_ids
+        with torch.inference_mode():
+            logits = model(torch.tensor([x + r0])).logits[0].double()
+        logp = torch.log_softmax(logits, -1)
+        want = sum(float(logp[len(x) - 1 + j, t]) for j, t in enumerate(r0))
+        assert probes["logprob"].iloc[k] == pytest.approx(want, abs=1e-4)
+        assert probes["n_response_tokens"].iloc[k] == len(r0)
+
+
+def trajectory_tables(seed: int = 0):
+    """Scores and items of one run (ID, two OOD sets, 8 checkpoints, 6 items a set) and a
+    per-prompt table of 4 prompts whose Act axis follows the ``neg`` set's accuracy."""
+    rng = np.random.default_rng(seed)
+    steps = list(range(0, 16, 2))
+    items, scores, per_prompt = [], [], []
+    for s in steps:
+        for name, role in (("id", "id"), ("neg", "ood"), ("sub", "ood")):
+            correct = rng.random(6) < 0.3 + 0.05 * s / 2 + (0.2 * rng.random() if name != "id" else 0)
+            for i, c in enumerate(correct):
+                items.append(
+                    dict(
+                        model="m",
+                        run="r",
+                        step=s,
+                        set=name,
+                        example_id=f"{name}{i}",
+                        label="entailment",
+                        pred="entailment" if c else "not_entailment",
+                        correct=bool(c),
+                    )
+                )
+            scores.append(dict(model="m", run="r", step=s, testset=name, accuracy=float(np.mean(correct)), role=role))
+    scores = pd.DataFrame(scores)
+    neg = scores[scores["testset"] == "neg"].set_index("step")["accuracy"]
+    for s in steps:
+        for p in range(4):
+            row = dict(
+                study="trajectory", run="r", step=s, dataset="id", prompt_id=f"p{p}", n_variants=2, flip_rate=0.0
+            )
+            row |= {a: 0.0 for a in AXES}
+            row["Act"] = 0.5 * neg[s] + 0.1 * rng.random()
+            row["Ent"] = 0.2 + 0.1 * rng.random()
+            per_prompt.append(row)
+    return pd.DataFrame(per_prompt), scores, pd.DataFrame(items)
+
+
+def test_stability_pairs_are_the_trajectory_partial_correlations_of_the_sgs_columns():
+    per_prompt, scores, items = trajectory_tables()
+    settings = {
+        "alpha": 0.05,
+        "method": "linear",
+        "gam_df": 5,
+        "spline_df": 3,
+        "bootstrap": {"resamples": 50, "seed": 0},
+    }
+    pairs = an.stability_pairs(per_prompt, scores, items, settings)
+    # the axes that vary (Act, Ent) x the two OOD sets; zero axes are left out
+    assert sorted(zip(pairs["axis"], pairs["ood"])) == [("Act", "neg"), ("Act", "sub"), ("Ent", "neg"), ("Ent", "sub")]
+    wide = scores.pivot(index="step", columns="testset", values="accuracy")
+    for axis in ("Act", "Ent"):
+        wide[axis] = per_prompt.groupby("step")[axis].mean()
+    for row in pairs.itertuples():
+        ref = pg.partial_corr(data=wide, x=row.axis, y=row.ood, covar="id", method="pearson")
+        assert row.r_partial == pytest.approx(float(ref["r"].iloc[0]), abs=1e-9)
+        assert row.p_partial == pytest.approx(float(ref["p_val"].iloc[0]), rel=1e-6)
+    # Holm over these four pairs only, not the OOD-OOD or axis-axis pairs the analysis also computes
+    assert pairs["p_partial_holm"].tolist() == pytest.approx(
+        pg.multicomp(pairs["p_partial"].to_numpy(), method="holm")[1].tolist()
+    )
+    assert (pairs["n_boot"] > 0).all() and pairs["boot_sign_share"].between(0, 1).all()
+    act_neg = pairs[(pairs["axis"] == "Act") & (pairs["ood"] == "neg")].iloc[0]
+    assert act_neg["r_partial"] > 0.5
+
+
+def test_organism_timing_finds_the_collapse_and_the_first_change():
+    steps = pd.DataFrame(
+        {
+            "run": "r",
+            "step": [0, 20, 40, 60],
+            "dataset": "B",
+            "role": "ood",
+            "accuracy": [0.5, 0.3, 0.04, 0.01],
+        }
+    )
+    changes = pd.DataFrame(
+        {
+            "run": "r",
+            "dataset": "B",
+            "axis": "BLEU",
+            "step": [20, 40, 60],
+            "change": [0.01, 0.2, 0.3],
+            "p_holm": [0.4, 0.01, 0.001],
+            "significant": [False, True, True],
+        }
+    )
+    timing = an.organism_timing(steps, changes, collapse=0.05)
+    bleu = timing[timing["axis"] == "BLEU"].iloc[0]
+    assert bleu["collapse_step"] == 40 and bleu["change_step"] == 40
+    assert not bleu["before_collapse"]  # the same step is not before
+    assert bleu["change_last"] == 0.3 and bleu["accuracy_first"] == 0.5 and bleu["last_step"] == 60
+    act = timing[timing["axis"] == "Act"].iloc[0]
+    assert np.isnan(act["change_step"]) and np.isnan(act["change_last"]) and pd.isna(act["before_collapse"])

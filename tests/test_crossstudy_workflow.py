@@ -1,0 +1,129 @@
+"""The cross-study end to end on a tiny config: the trajectory and organisms targets first, then
+`crossstudy`, which must train nothing; its tables are checked against independent
+recomputations from the per-checkpoint deltas and the two studies' own tables."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+
+import pandas as pd
+import pingouin as pg
+import pytest
+from scipy import stats as sps
+from test_report import combined_config
+from test_trajectory_workflow import MODEL as TRAJ_MODEL
+from test_workflow import PROMPTS, run_config, snakemake
+
+from shiftwork.models.prepare import prepared_dir
+
+AXES = ["Act", "BLEU", "BERT", "Prob", "Ent", "MR"]
+TRAINING = ("finetune_model", "train_sft", "train_rl")
+
+
+def cross_config(data) -> dict:
+    cfg = combined_config(data)
+    cfg["crossstudy"] = {
+        "trajectory": {"runs": ["tiny-lora"], "n_prompts": 3},
+        "organisms": {"runs": ["cov-ACE"], "n_prompts": 2},
+    }
+    return cfg
+
+
+def jobs_of(proc) -> set[str]:
+    out = proc.stdout + proc.stderr
+    return {
+        line.split()[1].rstrip(":")
+        for line in out.splitlines()
+        if line.startswith(("rule ", "localrule ", "checkpoint "))
+    }
+
+
+@pytest.fixture(scope="module")
+def cross_dir(tmp_path_factory, prepared_smollm):
+    work = tmp_path_factory.mktemp("cross")
+    data = work / "tiny.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in PROMPTS))
+    cfg = cross_config(data)
+    target = prepared_dir(TRAJ_MODEL, cfg["models"][TRAJ_MODEL], work / "results")
+    shutil.copytree(prepared_smollm, target, copy_function=os.link)
+    run_config(work, cfg, "trajectory", "organisms")
+    proc = snakemake(work, "crossstudy")
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    return work, proc
+
+
+@pytest.mark.workflow
+def test_crossstudy_reuses_the_checkpoints_and_trains_nothing(cross_dir):
+    work, proc = cross_dir
+    jobs = jobs_of(proc)
+    assert "crossstudy_score" in jobs and not set(TRAINING) & jobs
+    again = snakemake(work, "crossstudy", "-n")
+    assert again.returncode == 0 and "Nothing to be done" in again.stdout + again.stderr
+
+
+@pytest.mark.workflow
+def test_sgs_and_changes_follow_from_the_deltas(cross_dir):
+    res = cross_dir[0] / "results" / "default" / "crossstudy"
+    per_prompt = pd.read_parquet(res / "per_prompt.parquet")
+    sgs = pd.read_parquet(res / "sgs.parquet")
+    changes = pd.read_parquet(res / "changes.parquet")
+    R = {"Act": 2, "BLEU": 100, "BERT": 1, "Ent": 10, "Prob": 250, "MR": 1}
+    # every scored checkpoint: trajectory steps 0-6 every 2, RL steps 0-2
+    assert sorted(per_prompt.loc[per_prompt["run"] == "tiny-lora", "step"].unique()) == [0, 2, 4, 6]
+    assert sorted(per_prompt.loc[per_prompt["run"] == "cov-ACE", "step"].unique()) == [0, 1, 2]
+    for run, step in (("tiny-lora", 4), ("cov-ACE", 2)):
+        deltas = pd.read_parquet(res / "deltas" / run / f"step-{step}.parquet")
+        variants = deltas[deltas["family"] != "baseline"]
+        mine = per_prompt[(per_prompt["run"] == run) & (per_prompt["step"] == step)].set_index("prompt_id")
+        for axis in ("Act", "Prob", "BLEU"):
+            scaled = variants[axis] / R[axis]
+            rms = (scaled**2).groupby(variants["prompt_id"]).mean() ** 0.5
+            assert mine[axis].reindex(rms.index).to_numpy() == pytest.approx(rms.to_numpy(), abs=1e-12)
+        pooled = sgs[(sgs["run"] == run) & (sgs["step"] == step) & (sgs["dataset"] == "all")].iloc[0]
+        assert pooled["Act"] == pytest.approx(mine["Act"].mean()) and pooled["n_prompts"] == len(mine)
+    # the NLI prompts: 3 of each of the tiny suite's sets; the organism: 2 of each of A-F
+    assert per_prompt[per_prompt["run"] == "tiny-lora"].groupby("dataset")["prompt_id"].nunique().max() <= 3
+    assert set(per_prompt.loc[per_prompt["run"] == "cov-ACE", "dataset"]) <= set("ABCDEF")
+    row = changes[
+        (changes["run"] == "tiny-lora")
+        & (changes["dataset"] == "all")
+        & (changes["axis"] == "Act")
+        & (changes["step"] == 6)
+    ].iloc[0]
+    base = per_prompt[(per_prompt["run"] == "tiny-lora") & (per_prompt["step"] == 0)].set_index(
+        ["dataset", "prompt_id"]
+    )["Act"]
+    last = per_prompt[(per_prompt["run"] == "tiny-lora") & (per_prompt["step"] == 6)].set_index(
+        ["dataset", "prompt_id"]
+    )["Act"]
+    ref = sps.ttest_rel(last.to_numpy(), base.reindex(last.index).to_numpy())
+    assert row["p"] == pytest.approx(ref.pvalue) and row["change"] == pytest.approx(last.mean() - base.mean())
+
+
+@pytest.mark.workflow
+def test_pairs_and_organism_steps_match_the_studies_tables(cross_dir):
+    root = cross_dir[0] / "results" / "default"
+    res = root / "crossstudy"
+    pairs = pd.read_parquet(res / "pairs.parquet")
+    sgs = pd.read_parquet(res / "sgs.parquet")
+    scores = pd.read_parquet(root / "trajectory" / "scores.parquet")
+    wide = scores[scores["run"] == "tiny-lora"].pivot(index="step", columns="testset", values="accuracy")
+    pooled = sgs[(sgs["run"] == "tiny-lora") & (sgs["dataset"] == "all")].set_index("step")
+    assert len(pairs) and set(pairs["ood"]) <= {"negation", "noise"}
+    for row in pairs.itertuples():
+        table = wide.assign(axis=pooled[row.axis])
+        ref = pg.partial_corr(data=table, x="axis", y=row.ood, covar="id", method="pearson")
+        assert row.r_partial == pytest.approx(float(ref["r"].iloc[0]), abs=1e-9)
+    steps = pd.read_parquet(res / "organisms_steps.parquet")
+    evaluated = pd.read_parquet(root / "organisms" / "runs" / "cov-ACE" / "scores.parquet")
+    merged = steps.merge(evaluated, left_on=["step", "dataset"], right_on=["step", "testset"], suffixes=("", "_eval"))
+    assert len(merged) == len(steps) == 3 * 6
+    assert merged["accuracy"].to_numpy() == pytest.approx(merged["accuracy_eval"].to_numpy())
+    assert set(steps.loc[steps["role"] == "id", "dataset"]) == {"A", "C", "E"}
+    findings = (res / "findings.md").read_text()
+    assert "Run `tiny-lora`" in findings and "Run `cov-ACE`" in findings
+    assert f"{len(pairs)} (axis, OOD set) pairs over 4 checkpoints" in findings
+    for run in ("tiny-lora", "cov-ACE"):
+        assert (res / "figures" / f"{run}.png").read_bytes()[:4] == b"\x89PNG"
