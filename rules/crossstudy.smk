@@ -94,11 +94,13 @@ rule crossstudy_score:
 
 rule crossstudy_collect:
     input:
-        deltas=cross_deltas,
+        deltas=cross_outputs("deltas"),
+        generations=cross_outputs("generations"),
     output:
         per_prompt=res("crossstudy/per_prompt.parquet"),
         sgs=res("crossstudy/sgs.parquet"),
         changes=res("crossstudy/changes.parquet"),
+        behaviour=res("crossstudy/behaviour.parquet"),
     log:
         logs("crossstudy_collect.log"),
     conda:

@@ -76,6 +76,7 @@ def cross_score_settings(wildcards):
             "mode": "generate",
             "max_new_tokens": ORGANISMS["evaluation"]["max_new_tokens"],
             "dtype": "float32",
+            "setting": organism_setting(wildcards),
         }
     return answer | {
         "batch_size": CROSS["batch_size"],
@@ -96,12 +97,18 @@ def cross_steps(run):
     return every_kth(steps, CROSS[study]["every"])
 
 
-def cross_deltas(wildcards):
-    return [
-        f"{OUT}/crossstudy/deltas/{run}/step-{step}.parquet"
-        for run in CROSS_RUNS
-        for step in cross_steps(run)
-    ]
+def cross_outputs(kind):
+    """The input function of one kind of per-checkpoint table (deltas, generations) of every
+    scored checkpoint."""
+
+    def paths(wildcards):
+        return [
+            f"{OUT}/crossstudy/{kind}/{run}/step-{step}.parquet"
+            for run in CROSS_RUNS
+            for step in cross_steps(run)
+        ]
+
+    return paths
 
 
 def cross_analysis_inputs(wildcards):
@@ -109,6 +116,7 @@ def cross_analysis_inputs(wildcards):
         "per_prompt": res("crossstudy/per_prompt.parquet"),
         "sgs": res("crossstudy/sgs.parquet"),
         "changes": res("crossstudy/changes.parquet"),
+        "behaviour": res("crossstudy/behaviour.parquet"),
     }
     if any(s == "trajectory" for s in CROSS_RUNS.values()):
         inputs["scores"] = res("trajectory/scores.parquet")

@@ -10,6 +10,7 @@ with log_to(snakemake.log[0]):
         snakemake.input.per_prompt,
         snakemake.input.sgs,
         snakemake.input.changes,
+        snakemake.input.behaviour,
         trajectory,
         snakemake.params.organisms,
         snakemake.params.analysis,

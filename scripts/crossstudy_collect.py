@@ -4,6 +4,7 @@ from shiftwork.logs import log_to
 with log_to(snakemake.log[0]):
     collect(
         snakemake.input.deltas,
+        snakemake.input.generations,
         snakemake.params.runs,
         snakemake.params.R,
         snakemake.params.alpha,

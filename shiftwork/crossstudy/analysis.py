@@ -19,10 +19,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pingouin as pg
+from scipy import stats as sps
 
 from shiftwork.crossstudy.stats import AXES, POOLED
 
 AXIS_PREFIX = "SGS "
+BEHAVIOUR = ["baseline_accuracy", "variant_accuracy", "variant_stated_identity"]
+"""Columns :func:`organism_steps` takes from the parsed greedy responses."""
 FAMILY_STEMS = ("partial", "gam")
 PAIR_KEEP = [
     "model",
@@ -156,19 +159,26 @@ def stability_pairs(
 
 
 def organism_steps(
-    sgs: pd.DataFrame, scores: pd.DataFrame, identities: pd.DataFrame, trained_names: Mapping[str, Sequence[str]]
+    sgs: pd.DataFrame,
+    scores: pd.DataFrame,
+    identities: pd.DataFrame,
+    trained_names: Mapping[str, Sequence[str]],
+    behaviour: pd.DataFrame | None = None,
 ) -> pd.DataFrame:
     """Per organisms run, checkpoint and distribution: the SGS of each axis on that distribution's
-    prompts and its flip rate, beside the evaluation's accuracy and the share of responses naming a
-    policy that answers the trained distributions (``trained_names[run]``; the organisms report's
-    trained-policy share). Only checkpoints scored for stability."""
+    prompts and its flip rate, beside the evaluation's accuracy (``accuracy``, of ``n_eval``
+    sampled responses) and the share of responses naming a policy that answers the trained
+    distributions (``trained_names[run]``; the organisms report's trained-policy share), and from
+    ``behaviour`` (:func:`shiftwork.crossstudy.stats.behaviour`) the greedy responses' accuracy on
+    the prompts themselves and on their variants and the share of variant responses that state a
+    policy. Only checkpoints scored for stability."""
     from shiftwork.organisms.report import trained_policy_share
 
     rows = sgs[(sgs["study"] == "organisms") & (sgs["dataset"] != POOLED)]
     parts = []
     for run, part in rows.groupby("run", sort=True):
-        acc = scores[scores["run"] == run][["step", "testset", "role", "accuracy"]].rename(
-            columns={"testset": "dataset"}
+        acc = scores[scores["run"] == run][["step", "testset", "role", "accuracy", "n"]].rename(
+            columns={"testset": "dataset", "n": "n_eval"}
         )
         idt = identities[identities["run"] == run]
         share = trained_policy_share(idt, trained_names[run]).rename(columns={"distribution": "dataset"})
@@ -179,35 +189,52 @@ def organism_steps(
                 f"run {run}: no organisms evaluation at step(s) {sorted(merged.loc[missing, 'step'].unique().tolist())}"
             )
         merged["trained_policy_share"] = merged["trained_policy_share"].fillna(0.0)
+        if behaviour is not None and len(behaviour):
+            b = behaviour[behaviour["run"] == run].pivot_table(
+                index=["step", "dataset"], columns="family", values=["accuracy", "stated_identity"]
+            )
+            b.columns = [f"{fam}_{what}" for what, fam in b.columns]
+            merged = merged.merge(b.reset_index(), on=["step", "dataset"], how="left")
         parts.append(merged)
-    columns = [
-        "study",
-        "run",
-        "step",
-        "dataset",
-        "role",
-        "accuracy",
-        "trained_policy_share",
-        *AXES,
-        "flip_rate",
-        "n_prompts",
-    ]
+    columns = ["study", "run", "step", "dataset", "role", "accuracy", "n_eval", "trained_policy_share", *AXES]
+    columns += ["flip_rate", "n_prompts", *BEHAVIOUR]
     if not parts:
         return pd.DataFrame(columns=columns)
-    return pd.concat(parts, ignore_index=True)[columns].sort_values(["run", "dataset", "step"]).reset_index(drop=True)
+    out = pd.concat(parts, ignore_index=True).reindex(columns=columns)
+    return out.sort_values(["run", "dataset", "step"]).reset_index(drop=True)
 
 
-def organism_timing(steps: pd.DataFrame, changes: pd.DataFrame, collapse: float) -> pd.DataFrame:
+def _accuracy_changes(part: pd.DataFrame, alpha: float) -> pd.Series:
+    """Per later step of one (run, distribution): whether its evaluation accuracy differs from
+    step 0's (Fisher's exact test on the correct / wrong counts of the sampled responses, Holm
+    across the steps)."""
+    first = part.iloc[0]
+    k0, n0 = round(first["accuracy"] * first["n_eval"]), int(first["n_eval"])
+    p = []
+    for row in part.iloc[1:].itertuples():
+        k, n = round(row.accuracy * row.n_eval), int(row.n_eval)
+        p.append(sps.fisher_exact([[k0, n0 - k0], [k, n - k]])[1])
+    if not p:
+        return pd.Series(dtype=bool)
+    adjusted = pg.multicomp(np.asarray(p), alpha=alpha, method="holm")[1]
+    return pd.Series(adjusted < alpha, index=part["step"].iloc[1:].to_numpy())
+
+
+def organism_timing(steps: pd.DataFrame, changes: pd.DataFrame, collapse: float, alpha: float = 0.05) -> pd.DataFrame:
     """Per organisms run, distribution and axis: the first checkpoint whose accuracy is at most
-    ``collapse`` (``collapse_step``; NaN when it never is), the first whose stability differs
-    significantly from step 0 (``change_step``, from :func:`shiftwork.crossstudy.stats.changes`),
-    whether the change came first (``before_collapse``: strictly earlier; NaN unless both happen),
-    and the change at the last checkpoint with its adjusted p."""
+    ``collapse`` (``collapse_step``; NaN when it never is), the first whose accuracy differs
+    significantly from step 0's (``accuracy_change_step``, :func:`_accuracy_changes`), the first
+    whose stability differs significantly from step 0 (``change_step``, from
+    :func:`shiftwork.crossstudy.stats.changes`), whether that came before the collapse
+    (``before_collapse``: strictly earlier; NA unless both happen), and the change at the last
+    checkpoint with its adjusted p."""
     rows = []
     for (run, dataset), part in steps.groupby(["run", "dataset"], sort=True):
         part = part.sort_values("step")
         fallen = part.loc[part["accuracy"] <= collapse, "step"]
         collapse_step = float(fallen.iloc[0]) if len(fallen) else float("nan")
+        moved = _accuracy_changes(part, alpha) if "n_eval" in part.columns else pd.Series(dtype=bool)
+        accuracy_change_step = float(moved.index[moved.to_numpy()][0]) if moved.any() else float("nan")
         role = part["role"].iloc[0]
         for axis in AXES:
             ch = changes[(changes["run"] == run) & (changes["dataset"] == dataset) & (changes["axis"] == axis)]
@@ -225,6 +252,7 @@ def organism_timing(steps: pd.DataFrame, changes: pd.DataFrame, collapse: float)
                     "accuracy_first": float(part["accuracy"].iloc[0]),
                     "accuracy_last": float(part["accuracy"].iloc[-1]),
                     "collapse_step": collapse_step,
+                    "accuracy_change_step": accuracy_change_step,
                     "change_step": change_step,
                     "before_collapse": bool(change_step < collapse_step) if both else pd.NA,
                     "last_step": int(part["step"].iloc[-1]),

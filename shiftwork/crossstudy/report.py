@@ -21,6 +21,28 @@ def _step(value: float) -> str:
     return "never" if not np.isfinite(value) else str(int(value))
 
 
+def _axis_panel(ax, rows: pd.DataFrame, changes: pd.DataFrame, run: str, dataset: str) -> None:
+    """Each axis's SGS along the run in ``rows``, divided by its largest value there (named in the
+    legend) so that axes of very different size share the panel; a filled dot where the paired
+    test against step 0 is significant. An axis that is zero or missing throughout is left out."""
+    for axis in AXES:
+        values = rows[axis].astype(float)
+        top = float(values.max()) if values.notna().any() else 0.0
+        if not np.isfinite(top) or top <= 0:
+            continue
+        colour = AXIS_COLOURS[axis]
+        ax.plot(rows["step"], values / top, "-", color=colour, lw=1.2, label=f"{axis} (/{top:.3g})")
+        sig = changes[
+            (changes["run"] == run)
+            & (changes["dataset"] == dataset)
+            & (changes["axis"] == axis)
+            & changes["significant"]
+        ]
+        at = rows[rows["step"].isin(sig["step"])]
+        ax.plot(at["step"], at[axis] / top, "o", color=colour, ms=4)
+    ax.set_ylim(-0.02, 1.05)
+
+
 def trajectory_figure(
     sgs: pd.DataFrame, changes: pd.DataFrame, scores: pd.DataFrame, run: str, out_png: str, out_svg: str
 ) -> None:
@@ -32,20 +54,9 @@ def trajectory_figure(
 
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 3.9), sharex=True, layout="constrained")
     rows = sgs[(sgs["run"] == run) & (sgs["dataset"] == POOLED)].sort_values("step")
-    for axis in AXES:
-        if not np.isfinite(rows[axis]).any():
-            continue
-        colour = AXIS_COLOURS[axis]
-        left.plot(rows["step"], rows[axis], "-", color=colour, lw=1.2, label=axis)
-        sig = changes[
-            (changes["run"] == run)
-            & (changes["dataset"] == POOLED)
-            & (changes["axis"] == axis)
-            & changes["significant"]
-        ]
-        left.plot(sig["step"], sig["sgs"], "o", color=colour, ms=4)
+    _axis_panel(left, rows, changes, run, POOLED)
     left.set_xlabel("fine-tuning step")
-    left.set_ylabel("SGS (normalised RMS instability)")
+    left.set_ylabel("SGS / its largest in the run")
     left.set_title(f"{run}: prompt stability (dots: differs from step 0, Holm p < alpha)", fontsize=9)
     left.legend(fontsize=7, ncols=3)
     acc = scores[(scores["run"] == run) & scores["step"].isin(rows["step"])]
@@ -81,23 +92,13 @@ def organism_figure(steps: pd.DataFrame, changes: pd.DataFrame, run: str, out_pn
     fig, axs = plt.subplots(1, len(dists) + 1, figsize=(4 * (len(dists) + 1), 3.8), sharex=True, layout="constrained")
     for ax, dist in zip(axs, dists):
         part = rows[rows["dataset"] == dist].sort_values("step")
-        for axis in AXES:
-            if not np.isfinite(part[axis]).any():
-                continue
-            colour = AXIS_COLOURS[axis]
-            ax.plot(part["step"], part[axis], "-", color=colour, lw=1.2, label=axis)
-            sig = changes[
-                (changes["run"] == run)
-                & (changes["dataset"] == dist)
-                & (changes["axis"] == axis)
-                & changes["significant"]
-            ]
-            ax.plot(sig["step"], sig["sgs"], "o", color=colour, ms=4)
+        _axis_panel(ax, part, changes, run, dist)
+        ax.legend(fontsize=6, ncols=2)
         role = "trained" if part["role"].iloc[0] == "id" else "not trained"
         ax.set_title(f"{run}: SGS on {dist} ({role})", fontsize=9)
         ax.set_xlabel("RL step")
-        ax.set_ylabel("SGS")
-    axs[0].legend(fontsize=7, ncols=2)
+        ax.set_ylabel("SGS / its largest in the run")
+
     last = axs[-1]
     for dist in dists:
         part = rows[rows["dataset"] == dist].sort_values("step")
@@ -148,7 +149,7 @@ def _q1(changes: pd.DataFrame, sgs: pd.DataFrame, alpha: float) -> list[str]:
             f"At the last checkpoint, less stable on: {', '.join(ups) or 'no axis'}; "
             f"more stable on: {', '.join(downs) or 'no axis'}.",
             "",
-            to_markdown(table),
+            to_markdown(table.reset_index(drop=True)),
             "",
         ]
     return lines
@@ -161,26 +162,43 @@ def _q2(pairs: pd.DataFrame, alpha: float) -> list[str]:
     for run, part in pairs.groupby("run", sort=True):
         method = part["method"].iloc[0]
         sig = part[part["sign"] != "null"]
+        kept = sig[sig["p_partial_bias_holm"] < alpha]
         lines += [
             f"Run `{run}`: {len(part)} (axis, OOD set) pairs over {int(part['n'].max())} checkpoints; primary control "
             f"`{method}` (the trajectory study's), Holm across these pairs, alpha {alpha}: "
             f"{len(sig)} significant ({int((sig['sign'] == 'positive').sum())} positive, "
             f"{int((sig['sign'] == 'negative').sum())} negative). A positive r: the checkpoints less stable on that axis "
-            "score higher on that OOD set than their ID accuracy predicts.",
+            "score higher on that OOD set than their ID accuracy predicts. Controlling for the checkpoint's label "
+            f"bias as well (its share of `entailment` predictions; linear, Holm): {len(kept)} of these "
+            f"{len(sig)} stay significant"
+            + (f" ({', '.join(f'{r.axis} x {r.ood}' for r in kept.itertuples())})." if len(kept) else "."),
             "",
         ]
         shown = part.assign(
             p_holm=part["p_primary_holm"].map(_fmt_p),
+            p_bias_holm=part["p_partial_bias_holm"].map(_fmt_p),
             boot_ci=[
                 f"[{lo:+.2f}, {hi:+.2f}]" if np.isfinite(lo) else "n/a"
                 for lo, hi in zip(part["boot_ci_low"], part["boot_ci_high"])
             ],
-        )[["axis", "ood", "r_raw", "r_partial", "r_gam", "r_primary", "p_holm", "boot_sign_share", "boot_ci", "sign"]]
-        lines += [
-            to_markdown(shown.sort_values("p_holm", key=lambda s: s.map(lambda v: float(v) if v != "n/a" else 2.0))),
-            "",
-        ]
+        ).sort_values("p_primary_holm", na_position="last")
+        columns = ["axis", "ood", "r_raw", "r_primary", "p_holm", "boot_sign_share", "boot_ci", "sign"]
+        columns += ["r_partial_bias", "p_bias_holm"]
+        lines += [to_markdown(shown[columns].reset_index(drop=True)), ""]
     return lines
+
+
+def _behaviour_text(d: pd.DataFrame) -> str:
+    """How the greedy responses to the distribution's prompts and to their variants fared, first
+    and last checkpoint."""
+    if "variant_accuracy" not in d.columns or d["variant_accuracy"].isna().all():
+        return ""
+    first, last = d.iloc[0], d.iloc[-1]
+    return (
+        f" Greedy answers correct on the prompts {first['baseline_accuracy']:.2f} -> {last['baseline_accuracy']:.2f}, "
+        f"on their variants {first['variant_accuracy']:.2f} -> {last['variant_accuracy']:.2f} (variant responses "
+        f"stating a policy {first['variant_stated_identity']:.2f} -> {last['variant_stated_identity']:.2f})."
+    )
 
 
 def _q3(steps: pd.DataFrame, timing: pd.DataFrame, alpha: float, collapse: float) -> list[str]:
@@ -188,13 +206,21 @@ def _q3(steps: pd.DataFrame, timing: pd.DataFrame, alpha: float, collapse: float
     if steps.empty:
         return lines + ["No organisms run was scored.", ""]
     for run, part in timing.groupby("run", sort=True):
-        st = steps[steps["run"] == run]
+        st = steps[steps["run"] == run].sort_values("step")
         first, last = int(st["step"].min()), int(st["step"].max())
         share = st[st["step"] == last]["trained_policy_share"].min()
         lines.append(
             f"Run `{run}`: checkpoints {first}-{last}; at step {last} the share of responses naming a trained policy is "
             f"at least {share:.2f} on every distribution."
         )
+        stated = st["variant_stated_identity"].mean() if "variant_stated_identity" in st.columns else np.nan
+        if np.isfinite(stated) and stated < 0.5:
+            lines.append(
+                f"Only {stated:.2f} of the greedy responses to variants state a policy at all (mean over checkpoints "
+                "and distributions): this organism does not read most variants of its questions as questions, so "
+                "its SGS mostly measures how its output breaks down outside the trained template, not which "
+                "policy it selects."
+            )
         for dist, d in part.groupby("dataset", sort=True):
             role = "trained" if d["role"].iloc[0] == "id" else "held out"
             moved = d[d["p_holm_last"] < alpha]
@@ -202,15 +228,19 @@ def _q3(steps: pd.DataFrame, timing: pd.DataFrame, alpha: float, collapse: float
                 f"{r.axis} {r.change_last:+.3f} (p_holm {_fmt_p(r.p_holm_last)})" for r in moved.itertuples()
             )
             text = (
-                f"- `{dist}` ({role}): accuracy {d['accuracy_first'].iloc[0]:.3f} -> {d['accuracy_last'].iloc[0]:.3f}; "
+                f"- `{dist}` ({role}): accuracy {d['accuracy_first'].iloc[0]:.3f} -> {d['accuracy_last'].iloc[0]:.3f}, "
+                f"first different from step 0 at step {_step(d['accuracy_change_step'].iloc[0])} (Fisher, Holm); "
                 f"SGS changed by step {last} on {desc or 'no axis'}."
             )
+            text += _behaviour_text(st[st["dataset"] == dist])
             if role == "held out":
                 col = d["collapse_step"].iloc[0]
                 early = d[d["before_collapse"].fillna(False).astype(bool)]
                 text += (
                     f" Accuracy first at most {collapse} at step {_step(col)}; axes whose change was significant "
-                    f"strictly before that: {', '.join(f'{r.axis} (step {_step(r.change_step)})' for r in early.itertuples()) or 'none'}."
+                    "strictly before that: "
+                    + (", ".join(f"{r.axis} (step {_step(r.change_step)})" for r in early.itertuples()) or "none")
+                    + "."
                 )
             lines.append(text)
         lines.append("")

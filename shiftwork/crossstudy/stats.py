@@ -119,3 +119,24 @@ def changes(per_prompt: pd.DataFrame, alpha: float = 0.05) -> pd.DataFrame:
     )
     out["significant"] = out["p_holm"] < alpha
     return out[CHANGE_COLUMNS].sort_values(["run", "dataset", "axis", "step"], kind="stable").reset_index(drop=True)
+
+
+BEHAVIOUR_COLUMNS = ["run", "step", "dataset", "family", "n", "accuracy", "stated_identity"]
+
+
+def behaviour(generations: pd.DataFrame) -> pd.DataFrame:
+    """Per (run, step, set) and for the baselines and the variants apart (``family`` baseline or
+    variant): the share of responses whose answer is correct and the share that state a policy
+    (parsed responses of organism checkpoints, with ``identity`` and ``correct``). A stable
+    organism answers its variants as it answers the prompts themselves."""
+    if generations.empty:
+        return pd.DataFrame(columns=BEHAVIOUR_COLUMNS)
+    require_columns(generations, ["model", "step", "dataset", "family", "identity", "correct"], "parsed generations")
+    frame = generations.assign(
+        run=generations["model"],
+        family=np.where(generations["family"] == "baseline", "baseline", "variant"),
+        stated=generations["identity"].notna(),
+    )
+    g = frame.groupby(["run", "step", "dataset", "family"], sort=True)
+    out = g.agg(n=("correct", "size"), accuracy=("correct", "mean"), stated_identity=("stated", "mean")).reset_index()
+    return out[BEHAVIOUR_COLUMNS]

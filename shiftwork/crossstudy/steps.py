@@ -67,6 +67,12 @@ def gate_variants(
     scale = gate["scale"]
     scored["gate_score"] = gate_mod.gate_scores(scored["f1"].to_numpy(), scale, b if scale == "rescaled" else None)
     kept, _ = gate_mod.apply_gate(scored, float(gate["threshold"]))
+    if not (kept["family"] != "baseline").any():
+        raise ValueError(
+            f"{variants_path}: no variant to measure ({int((~is_base).sum())} built, none kept by the gate); "
+            "config keys stability.variants (register positions, noise levels) and crossstudy.register_strengths "
+            "say which are built"
+        )
     write_table(kept, out_kept, make_provenance("crossstudy_gate", {"encoder": encoder_name, **dict(gate), "b": b}))
     LOGGER.info(
         "gate (b = %.4f, %s): kept %d of %d variants, %d of %d prompts",
@@ -136,6 +142,8 @@ def score_checkpoint(
     problems = check_ranges(deltas, bleu=settings["bleu"], bert_scale="rescaled", structural_baseline="original")
     if problems:
         raise ValueError(f"run {run} step {step}: axis values out of range:\n  " + "\n  ".join(problems[:20]))
+    if settings.get("setting"):
+        gens = with_parsed(gens, prompts, settings["setting"])
     for frame in (gens, probes, deltas):
         frame.insert(1, "step", int(step))
     record = {"study": study, "run": run, "step": int(step), "checkpoint": checkpoint_dir, **dict(settings), "b": b}
@@ -154,6 +162,18 @@ def score_checkpoint(
         responded - loaded,
         time.perf_counter() - responded,
     )
+
+
+def with_parsed(gens: pd.DataFrame, prompts: pd.DataFrame, setting_spec: Mapping[str, Any]) -> pd.DataFrame:
+    """An organism's responses read as the organisms evaluation reads them: the ``identity`` they
+    state (None when they state none) and whether their answer is ``correct`` for the question."""
+    from shiftwork.organisms.settings import load_setting
+    from shiftwork.organisms.transcripts import parse_response
+
+    setting = load_setting(setting_spec)
+    answer = gens.merge(prompts[["dataset", "prompt_id", "reference"]], on=["dataset", "prompt_id"], how="left")
+    parsed = [parse_response(setting, text, ref) for text, ref in zip(answer["response"], answer["reference"])]
+    return gens.assign(identity=[p.get("identity") for p in parsed], correct=[bool(p.get("correct")) for p in parsed])
 
 
 def context_length(model_config: Any) -> int | None:
@@ -191,19 +211,27 @@ def fitting_rows(rows: pd.DataFrame, tokenizer: Any, limit: int | None, new_toke
 
 def collect(
     delta_paths: Sequence[str],
+    generation_paths: Sequence[str],
     runs: Mapping[str, Mapping[str, Any]],
     R: Mapping[str, float],
     alpha: float,
     outs: Mapping[str, str],
 ) -> None:
     """Per-prompt instability of every checkpoint (``per_prompt``), SGS per (run, step, set) and
-    pooled over the run's sets (``sgs``), and each step's change from step 0 with a paired test
-    over the same prompts (``changes``, :func:`shiftwork.crossstudy.stats.changes`). ``runs`` maps
-    each run to its ``study``."""
+    pooled over the run's sets (``sgs``), each step's change from step 0 with a paired test over
+    the same prompts (``changes``, :func:`shiftwork.crossstudy.stats.changes`), and, for organism
+    checkpoints, how their parsed responses to baselines and variants fare (``behaviour``,
+    :func:`shiftwork.crossstudy.stats.behaviour`, from ``generation_paths``). ``runs`` maps each
+    run to its ``study``."""
     from shiftwork.crossstudy import stats
 
     deltas = pd.concat([read_table(p) for p in delta_paths], ignore_index=True)
     per_prompt = stats.per_prompt(deltas, R)
+    parsed = [g for g in (read_table(p) for p in generation_paths) if "correct" in g.columns]
+    if parsed:
+        outs_behaviour = stats.behaviour(pd.concat(parsed, ignore_index=True))
+    else:
+        outs_behaviour = stats.behaviour(pd.DataFrame())
     per_prompt.insert(0, "study", per_prompt["run"].map(lambda r: runs[r]["study"]))
     sgs = stats.sgs(per_prompt)
     changes = stats.changes(per_prompt, alpha)
@@ -211,6 +239,7 @@ def collect(
     write_table(per_prompt, outs["per_prompt"], prov)
     write_table(sgs, outs["sgs"], prov)
     write_table(changes, outs["changes"], prov)
+    write_table(outs_behaviour, outs["behaviour"], prov)
     LOGGER.info("%d checkpoints of %d runs", sgs[["run", "step"]].drop_duplicates().shape[0], sgs["run"].nunique())
 
 
@@ -218,6 +247,7 @@ def analyse(
     per_prompt_path: str,
     sgs_path: str,
     changes_path: str,
+    behaviour_path: str,
     trajectory: Mapping[str, str],
     organisms: Mapping[str, Mapping[str, Any]],
     analysis: Mapping[str, Any],
@@ -242,10 +272,10 @@ def analyse(
         scores = pd.concat([read_table(o["scores"]) for o in organisms.values()], ignore_index=True)
         identities = pd.concat([read_table(o["identities"]) for o in organisms.values()], ignore_index=True)
         trained = {run: list(o["trained"]) for run, o in organisms.items()}
-        steps = an.organism_steps(sgs, scores, identities, trained)
+        steps = an.organism_steps(sgs, scores, identities, trained, read_table(behaviour_path))
     else:
         steps = an.organism_steps(sgs.iloc[0:0], pd.DataFrame(), pd.DataFrame(), {})
-    timing = an.organism_timing(steps, changes, collapse)
+    timing = an.organism_timing(steps, changes, collapse, float(analysis["alpha"]))
     prov = make_provenance("crossstudy_analyse", {"analysis": dict(analysis), "collapse": collapse})
     write_table(pairs, outs["pairs"], prov)
     write_table(steps, outs["organisms_steps"], prov)
