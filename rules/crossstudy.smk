@@ -19,13 +19,12 @@ rule crossstudy_prompts:
     params:
         study=cross_study,
         n=cross_n_prompts,
-        seed=CROSS.get("seed", 0),
+        seed=CROSS["seed"],
         pattern=cross_pattern,
     script:
         "../scripts/crossstudy_prompts.py"
 
 
-# the stability study's own variant step, on the part of each prompt that variants may change
 rule crossstudy_variants:
     input:
         prompts=res("crossstudy/prompts/{run}.parquet"),
@@ -37,9 +36,9 @@ rule crossstudy_variants:
         "../envs/shiftwork.yaml"
     params:
         settings=cross_variants(),
-        seed=CROSS.get("seed", 0),
+        seed=CROSS["seed"],
     script:
-        "../scripts/make_variants.py"
+        "../scripts/crossstudy_variants.py"
 
 
 # the stability study's gate, with its rescale baseline b (mismatched pairs of its own prompts)

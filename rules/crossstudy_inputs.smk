@@ -8,7 +8,7 @@ CROSS = config.get("crossstudy") or with_defaults({"crossstudy": {}})["crossstud
 CROSS_RUNS = {
     run: study
     for study in ("trajectory", "organisms")
-    for run in (CROSS.get(study) or {}).get("runs", [])
+    for run in CROSS[study]["runs"]
 }
 
 
@@ -161,6 +161,9 @@ def cross_figures():
 
 
 def crossstudy_targets():
+    """The findings and figures; nothing without runs (config section crossstudy)."""
+    if not CROSS_RUNS:
+        return []
     targets = [res("crossstudy/findings.md")]
     targets += [path for pair in cross_figures().values() for path in pair]
     return targets

@@ -1,4 +1,4 @@
-from shiftwork.crossstudy.steps import analyse
+from shiftwork.crossstudy.steps import crossstudy_analyse
 from shiftwork.logs import log_to
 
 # the trajectory study's tables, where the cross-study scores trajectory runs
@@ -6,7 +6,7 @@ named = set(snakemake.input.keys())
 trajectory = {k: snakemake.input[f] for k, f in (("scores", "scores"), ("items", "item_table")) if f in named}
 
 with log_to(snakemake.log[0]):
-    analyse(
+    crossstudy_analyse(
         snakemake.input.per_prompt,
         snakemake.input.sgs,
         snakemake.input.changes,

@@ -1,8 +1,8 @@
-from shiftwork.crossstudy.steps import collect
+from shiftwork.crossstudy.steps import crossstudy_collect
 from shiftwork.logs import log_to
 
 with log_to(snakemake.log[0]):
-    collect(
+    crossstudy_collect(
         snakemake.input.deltas,
         snakemake.input.generations,
         snakemake.params.runs,

@@ -3,9 +3,9 @@ from shiftwork.logs import log_to
 
 # the claim sets CUDA_VISIBLE_DEVICES, which CUDA reads once: import the step after it
 with log_to(snakemake.log[0]), claim_gpu():
-    from shiftwork.crossstudy.steps import gate_variants
+    from shiftwork.crossstudy.steps import crossstudy_gate
 
-    gate_variants(
+    crossstudy_gate(
         snakemake.input.variants,
         snakemake.input.baseline,
         snakemake.params.encoder,

@@ -1,8 +1,8 @@
-from shiftwork.crossstudy.steps import make_prompts
+from shiftwork.crossstudy.steps import crossstudy_prompts
 from shiftwork.logs import log_to
 
 with log_to(snakemake.log[0]):
-    make_prompts(
+    crossstudy_prompts(
         snakemake.params.study,
         snakemake.input.source,
         snakemake.params.n,

@@ -1,8 +1,8 @@
-from shiftwork.crossstudy.steps import report
+from shiftwork.crossstudy.steps import crossstudy_report
 from shiftwork.logs import log_to
 
 with log_to(snakemake.log[0]):
-    report(
+    crossstudy_report(
         snakemake.input,
         snakemake.input.trajectory_scores[0] if snakemake.input.trajectory_scores else None,
         snakemake.params.settings,

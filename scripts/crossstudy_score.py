@@ -5,10 +5,10 @@ from shiftwork.logs import log_to
 
 # the claim sets CUDA_VISIBLE_DEVICES, which CUDA reads once: import the step after it
 with log_to(snakemake.log[0]), claim_gpu():
-    from shiftwork.crossstudy.steps import score_checkpoint
+    from shiftwork.crossstudy.steps import crossstudy_score
 
     base = Path(snakemake.input.base)
-    score_checkpoint(
+    crossstudy_score(
         snakemake.params.study,
         snakemake.wildcards.run,
         int(snakemake.wildcards.step),

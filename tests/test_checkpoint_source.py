@@ -187,8 +187,8 @@ def planned_jobs(config_path):
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out[-3000:]
     jobs = []
-    for block in re.split(r"\n(?=(?:local)?rule \w+:)", out):
-        rule = re.match(r"(?:local)?rule (\w+):", block)
+    for block in re.split(r"\n(?=(?:local)?(?:rule|checkpoint) \w+:)", out):
+        rule = re.match(r"(?:local)?(?:rule|checkpoint) (\w+):", block)
         if rule:
             field = {k: re.search(rf"^\s+{k}: (.+)$", block, re.M) for k in ("wildcards", "input", "output")}
             jobs.append((rule.group(1), *(m.group(1).split(", ") if m else [] for m in field.values())))

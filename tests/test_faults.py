@@ -36,7 +36,7 @@ def jobs_planned(work: Path, *args: str) -> set[tuple[str, str]]:
     assert proc.returncode == 0, output_of(proc)[-3000:]
     jobs, rule = set(), None
     for line in output_of(proc).splitlines():
-        if line.startswith(("rule ", "localrule ")):
+        if line.startswith(("rule ", "localrule ", "checkpoint ")):
             if rule is not None:
                 jobs.add((rule, ""))
             rule = line.split()[1].rstrip(":")

@@ -127,7 +127,10 @@ def test_paper_gpu_jobs():
     counts = {}
     for block in blocks:
         lines = block.strip().splitlines()
-        rule = next((line.split()[-1].rstrip(":") for line in lines if line.startswith(("rule ", "localrule "))), None)
+        rule = next(
+            (line.split()[-1].rstrip(":") for line in lines if line.startswith(("rule ", "localrule ", "checkpoint "))),
+            None,
+        )
         if rule in ("generate_responses", "finetune_model", "evaluate_checkpoint"):
             assert any("gpu=1" in line for line in lines), block
             counts[rule] = counts.get(rule, 0) + 1
@@ -142,16 +145,16 @@ def test_every_rule_has_a_script_and_a_step_of_its_name():
     import re
 
     rules_dir = ROOT / "rules"
-    rule_re = re.compile(r"^rule (\w+):", re.M)
+    rule_re = re.compile(r"^(?:rule|checkpoint) (\w+):", re.M)
     derived_re = re.compile(r"^use rule (\w+) as (\w+)", re.M)
     steps = {}
-    for module in ["stability", "trajectory", "organisms", "models", "reports"]:
+    for module in ["stability", "trajectory", "organisms", "crossstudy", "models", "reports"]:
         tree = ast.parse((ROOT / "shiftwork" / module / "steps.py").read_text())
         steps.update({node.name: module for node in tree.body if isinstance(node, ast.FunctionDef)})
     checked = 0
     for smk in sorted(rules_dir.glob("*.smk")):
         text = smk.read_text()
-        for block in re.split(r"\n(?=rule \w+:)", text):
+        for block in re.split(r"\n(?=(?:rule|checkpoint) \w+:)", text):
             m = rule_re.match(block.lstrip("\n"))
             if not m or "script:" not in block:
                 continue  # target rules (all, trajectory, organisms) run nothing

@@ -64,7 +64,7 @@ def test_report_items_keep_the_catalogue_order_and_leave_out_twins():
 
 def test_shipped_catalogue_is_well_formed():
     catalogue = load_catalogue()
-    assert set(catalogue) == {"stability", "trajectory", "organisms"}
+    assert set(catalogue) == {"stability", "trajectory", "organisms", "crossstudy"}
     for section in catalogue.values():
         paths = [e["path"] for e in section["items"]]
         assert len(paths) == len(set(paths))

@@ -191,7 +191,9 @@ def test_paper_dry_run_plans_one_finetune_per_model_suite_shots_and_seed(paper):
     planned, jobs = [], {}
     for block in re.split(r"\n(?=\[\w{3} \w{3} )", out):
         lines = block.strip().splitlines()
-        rule = next((ln.split()[-1].rstrip(":") for ln in lines if ln.startswith(("rule ", "localrule "))), None)
+        rule = next(
+            (ln.split()[-1].rstrip(":") for ln in lines if ln.startswith(("rule ", "localrule ", "checkpoint "))), None
+        )
         jobs[rule] = jobs.get(rule, 0) + 1
         if rule == "finetune_model":
             wildcards = next(ln for ln in lines if ln.strip().startswith("wildcards:"))

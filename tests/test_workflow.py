@@ -96,7 +96,11 @@ def planned_jobs(workdir: Path) -> set[str]:
     proc = snakemake(workdir, "-n")
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = proc.stdout + proc.stderr
-    return {line.split()[1].rstrip(":") for line in out.splitlines() if line.startswith(("rule ", "localrule "))}
+    return {
+        line.split()[1].rstrip(":")
+        for line in out.splitlines()
+        if line.startswith(("rule ", "localrule ", "checkpoint "))
+    }
 
 
 def kill_while_writing(workdir: Path, target: Path, timeout: float = 300) -> bool:

@@ -22,42 +22,15 @@ import pingouin as pg
 from scipy import stats as sps
 
 from shiftwork.crossstudy.stats import AXES, POOLED
+from shiftwork.trajectory.analysis import PAIR_COLUMNS
 
 AXIS_PREFIX = "SGS "
 BEHAVIOUR = ["baseline_accuracy", "variant_accuracy", "variant_stated_identity"]
 """Columns :func:`organism_steps` takes from the parsed greedy responses."""
 FAMILY_STEMS = ("partial", "gam")
-PAIR_KEEP = [
-    "model",
-    "run",
-    "axis",
-    "ood",
-    "n",
-    "method",
-    "r_raw",
-    "p_raw",
-    "r_partial",
-    "p_partial",
-    "p_partial_holm",
-    "p_partial_bh",
-    "r_partial_spearman",
-    "p_partial_spearman",
-    "r_gam",
-    "p_gam",
-    "p_gam_holm",
-    "r_partial_bias",
-    "p_partial_bias",
-    "p_partial_bias_holm",
-    "r_primary",
-    "p_primary",
-    "p_primary_holm",
-    "p_primary_bh",
-    "boot_sign_share",
-    "boot_ci_low",
-    "boot_ci_high",
-    "n_boot",
-    "sign",
-]
+PAIR_KEEP = ["model", "run", "axis", "ood"] + [c for c in PAIR_COLUMNS if c not in ("model", "run", "ood_a", "ood_b")]
+"""Columns of :func:`stability_pairs`: the trajectory analysis's pair columns, the pair named as
+(axis, OOD set)."""
 
 
 def _axis_columns(per_prompt: pd.DataFrame, run: str, axes: Sequence[str]) -> tuple[pd.DataFrame, pd.DataFrame]:

@@ -1,5 +1,4 @@
-"""The cross-study's workflow steps, one function per rule (rule crossstudy_X -> scripts/crossstudy_X.py
--> X here): paths and settings in, tables out. Prompts, variants and the meaning gate are per run
+"""The cross-study's workflow steps, one function per rule (rule X -> scripts/X.py -> X here): paths and settings in, tables out. Prompts, variants and the meaning gate are per run
 (every checkpoint of a run reads the same filtered variants); responses, probes and axis deltas
 are per (run, step)."""
 
@@ -19,7 +18,7 @@ from shiftwork.tables import read_table, write_table
 STUDIES = ("trajectory", "organisms")
 
 
-def make_prompts(study: str, source_path: str, n: int, seed: int, out: str, pattern: str | None = None) -> None:
+def crossstudy_prompts(study: str, source_path: str, n: int, seed: int, out: str, pattern: str | None = None) -> None:
     """The prompt set of one run: ``n`` NLI test items per set of its suite (``trajectory``), or
     ``n`` held-out questions per distribution of its organism (``organisms``)."""
     if study == "trajectory":
@@ -36,7 +35,14 @@ def make_prompts(study: str, source_path: str, n: int, seed: int, out: str, patt
     LOGGER.info("%d prompts: %s", len(prompts), prompts.groupby("dataset").size().to_dict())
 
 
-def gate_variants(
+def crossstudy_variants(prompts_path: str, settings: Mapping[str, Any], seed: int, out: str) -> None:
+    """The stability study's variants of the part of each prompt that variants may change."""
+    from shiftwork.stability.steps import make_variants
+
+    make_variants(prompts_path, settings, seed, out)
+
+
+def crossstudy_gate(
     variants_path: str,
     baseline_path: str,
     encoder_name: str,
@@ -58,14 +64,8 @@ def gate_variants(
         raise ValueError(f"{baseline_path}: b is for encoder {row['encoder']!r}, the gate uses {encoder_name!r}")
     b = float(row["b"])
     enc = Encoder(encoder_name, encoder_spec)
-    scored = variants.copy()
+    scored = gate_mod.score_variants(variants, enc.f1, gate["scale"], b)
     is_base = scored["family"] == "baseline"
-    f1 = pd.Series(1.0, index=scored.index)
-    if (~is_base).any():
-        f1[~is_base] = enc.f1(scored.loc[~is_base, "text"].tolist(), scored.loc[~is_base, "original"].tolist())
-    scored["f1"] = f1.astype(float)
-    scale = gate["scale"]
-    scored["gate_score"] = gate_mod.gate_scores(scored["f1"].to_numpy(), scale, b if scale == "rescaled" else None)
     kept, _ = gate_mod.apply_gate(scored, float(gate["threshold"]))
     if not (kept["family"] != "baseline").any():
         raise ValueError(
@@ -85,7 +85,7 @@ def gate_variants(
     )
 
 
-def score_checkpoint(
+def crossstudy_score(
     study: str,
     run: str,
     step: int,
@@ -209,7 +209,7 @@ def fitting_rows(rows: pd.DataFrame, tokenizer: Any, limit: int | None, new_toke
     return rows[fits].reset_index(drop=True), int((~fits).sum())
 
 
-def collect(
+def crossstudy_collect(
     delta_paths: Sequence[str],
     generation_paths: Sequence[str],
     runs: Mapping[str, Mapping[str, Any]],
@@ -243,7 +243,7 @@ def collect(
     LOGGER.info("%d checkpoints of %d runs", sgs[["run", "step"]].drop_duplicates().shape[0], sgs["run"].nunique())
 
 
-def analyse(
+def crossstudy_analyse(
     per_prompt_path: str,
     sgs_path: str,
     changes_path: str,
@@ -285,7 +285,7 @@ def analyse(
     )
 
 
-def report(
+def crossstudy_report(
     inputs: Mapping[str, str],
     trajectory_scores: str | None,
     settings: Mapping[str, float],

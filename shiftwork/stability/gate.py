@@ -128,3 +128,18 @@ def variant_scores(scored: pd.DataFrame, dropped: pd.DataFrame) -> pd.DataFrame:
     out = scored.loc[scored["family"] != "baseline", SCORE_COLUMNS].reset_index(drop=True)
     out["kept"] = ~out["prompt_id"].isin(dropped["prompt_id"])
     return out
+
+
+def score_variants(
+    variants: pd.DataFrame, f1: Callable[[list[str], list[str]], np.ndarray], scale: str, b: float
+) -> pd.DataFrame:
+    """A copy of ``variants`` with each row's BERTScore ``f1`` against its prompt (``original``;
+    1 for baselines, which are not scored) and its ``gate_score`` on ``scale``."""
+    scored = variants.copy()
+    is_base = scored["family"] == "baseline"
+    values = pd.Series(1.0, index=scored.index)
+    if (~is_base).any():
+        values[~is_base] = f1(scored.loc[~is_base, "text"].tolist(), scored.loc[~is_base, "original"].tolist())
+    scored["f1"] = values.astype(float)
+    scored["gate_score"] = gate_scores(scored["f1"].to_numpy(), scale, b if scale == "rescaled" else None)
+    return scored

@@ -664,12 +664,7 @@ def filter_variants(
     b = float(read_table(baseline_path, ["b"])["b"].iloc[0])
     scale, threshold = gate["scale"], float(gate["threshold"])
     enc = Encoder(encoder_name, encoder_spec)
-    scored = variants.copy()
-    is_base = scored["family"] == "baseline"
-    f1 = pd.Series(1.0, index=scored.index)
-    f1[~is_base] = enc.f1(scored.loc[~is_base, "text"].tolist(), scored.loc[~is_base, "original"].tolist())
-    scored["f1"] = f1.astype(float)
-    scored["gate_score"] = gate_mod.gate_scores(scored["f1"].to_numpy(), scale, b if scale == "rescaled" else None)
+    scored = gate_mod.score_variants(variants, enc.f1, scale, b)
     kept, dropped = gate_mod.apply_gate(scored, threshold)
     summary = gate_mod.gate_summary(scored, threshold)
     scores = gate_mod.variant_scores(scored, dropped)

@@ -1,0 +1,10 @@
+from shiftwork.crossstudy.steps import crossstudy_variants
+from shiftwork.logs import log_to
+
+with log_to(snakemake.log[0]):
+    crossstudy_variants(
+        snakemake.input.prompts,
+        snakemake.params.settings,
+        snakemake.params.seed,
+        snakemake.output.variants,
+    )
