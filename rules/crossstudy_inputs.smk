@@ -4,11 +4,9 @@ from shiftwork.crossstudy.select import every_kth, steps_on_disk
 
 # without a crossstudy section: no runs, every setting at its default
 CROSS = config.get("crossstudy") or with_defaults({"crossstudy": {}})["crossstudy"]
-# the run of each cross-study run: its study (trajectory or organisms)
+# each cross-study run and its study (trajectory or organisms)
 CROSS_RUNS = {
-    run: study
-    for study in ("trajectory", "organisms")
-    for run in CROSS[study]["runs"]
+    run: study for study in ("trajectory", "organisms") for run in CROSS[study]["runs"]
 }
 
 

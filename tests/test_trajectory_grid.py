@@ -158,6 +158,7 @@ def test_a_trajectory_section_needs_runs(default_config):
     cfg["trajectory"]["runs"] = {}
     assert "config key 'trajectory': no runs; list them under 'trajectory.runs' or 'trajectory.grid'" in errors_of(cfg)
     del cfg["trajectory"]["runs"]
+    del cfg["crossstudy"]  # it names the run the grid replaces
     cfg = grid_config(cfg)
     assert len(trajectory_runs(check_config(cfg)["trajectory"])) == 24
 

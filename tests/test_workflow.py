@@ -26,6 +26,7 @@ def tiny_config(data: Path) -> dict:
     cfg = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
     cfg["models"] = {"smollm2-135m-instruct": cfg["models"]["smollm2-135m-instruct"]}
     cfg.pop("organisms", None)  # its model is not in this trimmed registry
+    cfg.pop("crossstudy", None)  # its runs are the organisms' and trajectory's
     cfg["datasets"] = {
         "tiny": {"source": {"kind": "file", "path": str(data)}, "fields": {"prompt": "prompt", "id": "id"}, "n": 3}
     }
@@ -77,6 +78,7 @@ def default_config(study: str) -> dict:
     test runs the workflow in a directory of its own)."""
     cfg = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
     cfg["studies"] = [study]
+    cfg.pop("crossstudy")  # a study's own test replaces the runs the cross-study names
     for spec in cfg["datasets"].values():
         spec["source"]["path"] = str(ROOT / spec["source"]["path"])
     return cfg
