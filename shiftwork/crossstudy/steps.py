@@ -1,6 +1,7 @@
-"""The cross-study's workflow steps, one function per rule (rule X -> scripts/X.py -> X here): paths and settings in, tables out. Prompts, variants and the meaning gate are per run
-(every checkpoint of a run reads the same filtered variants); responses, probes and axis deltas
-are per (run, step)."""
+"""The cross-study's workflow steps, one function per rule (rule X -> scripts/X.py -> X here):
+paths and settings in, tables out. Prompts, variants and the meaning gate are per run (every
+checkpoint of a run reads the same filtered variants); responses, probes and axis deltas are per
+(run, step)."""
 
 from __future__ import annotations
 
@@ -59,9 +60,7 @@ def crossstudy_gate(
     from shiftwork.stability import gate as gate_mod
 
     variants = read_table(variants_path, ["dataset", "prompt_id", "family", "original", "text"])
-    row = read_table(baseline_path, ["b", "encoder", "method"]).iloc[0]
-    if row["encoder"] != encoder_name:
-        raise ValueError(f"{baseline_path}: b is for encoder {row['encoder']!r}, the gate uses {encoder_name!r}")
+    row = gate_mod.read_baseline(baseline_path, encoder_name, baseline_path, "the gate uses")
     b = float(row["b"])
     enc = Encoder(encoder_name, encoder_spec)
     scored = gate_mod.score_variants(variants, enc.f1, gate["scale"], b)
@@ -110,6 +109,7 @@ def crossstudy_score(
     from shiftwork.encoders import Encoder
     from shiftwork.models.checkpoints import load_checkpoint
     from shiftwork.models.loading import LoadedModel
+    from shiftwork.stability import gate as gate_mod
     from shiftwork.stability.axes import check_ranges, score_axes
 
     set_threads(threads)
@@ -132,7 +132,7 @@ def crossstudy_score(
         max_new_tokens=int(settings.get("max_new_tokens") or 0),
     )
     responded = time.perf_counter()
-    b = float(read_table(gate_baseline_path, ["b"])["b"].iloc[0])
+    b = float(gate_mod.read_baseline(gate_baseline_path, encoder_name, gate_baseline_path, "the BERT axis uses")["b"])
     encoder: dict[str, Encoder] = {}
 
     def bert_f1(cands, refs):

@@ -143,3 +143,15 @@ def score_variants(
     scored["f1"] = values.astype(float)
     scored["gate_score"] = gate_scores(scored["f1"].to_numpy(), scale, b if scale == "rescaled" else None)
     return scored
+
+
+def read_baseline(path: str, encoder_name: str, user: str, uses: str) -> pd.Series:
+    """The row of the gate's baseline table at ``path`` (b, method, n_pairs, encoder), which must be
+    for ``encoder_name``: b belongs to one encoder's scale. ``user`` and ``uses`` word the error
+    (``"<user>: the gate's b is for encoder X, <uses> Y"``)."""
+    from shiftwork.tables import read_table
+
+    row = read_table(path, ["b", "method", "n_pairs", "encoder"]).iloc[0]
+    if row["encoder"] != encoder_name:
+        raise ValueError(f"{user}: the gate's b is for encoder {row['encoder']!r}, {uses} {encoder_name!r}")
+    return row

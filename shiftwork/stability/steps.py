@@ -373,12 +373,9 @@ def score_axes(
     if bert_scale == "rescaled" and bert_baseline == "gate":
         if not gate_baseline_path:
             raise ValueError("stability.axes.bert_baseline gate needs the gate's baseline table")
-        row = read_table(gate_baseline_path, ["b", "method", "n_pairs", "encoder"]).iloc[0]
-        if row["encoder"] != encoder_name:
-            raise ValueError(
-                f"stability.axes.bert_baseline gate: the gate's b is for encoder {row['encoder']!r}, "
-                f"the BERT axis uses {encoder_name!r}"
-            )
+        row = gate_mod.read_baseline(
+            gate_baseline_path, encoder_name, "stability.axes.bert_baseline gate", "the BERT axis uses"
+        )
         rescale = {"b": float(row["b"]), "method": f"the gate's ({row['method']})", "n_pairs": int(row["n_pairs"])}
     elif bert_scale == "rescaled":
         rescale = axes_mod.bert_baseline(gens, bert_f1, bert_baseline, seed)
