@@ -17,15 +17,11 @@ def pick_device(prefer: str | None = None) -> torch.device:
 
 
 def pick_dtype(name: str, device: torch.device) -> torch.dtype:
-    """``auto`` is bfloat16 on a GPU that supports it and float32 on the CPU."""
-    if name == "auto":
-        if device.type == "cuda" and torch.cuda.is_bf16_supported():
-            return torch.bfloat16
-        return torch.float32
-    try:
-        return {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[name]
-    except KeyError:
-        raise ValueError(f"dtype must be auto, float32, bfloat16 or float16, got {name!r}") from None
+    """``auto`` is bfloat16 where ``device`` computes it natively, else float32; the choice is
+    logged and recorded in the job's provenance (:mod:`shiftwork.precision`)."""
+    from shiftwork.precision import choose
+
+    return choose(name, device)
 
 
 def set_threads(n: int | None) -> None:

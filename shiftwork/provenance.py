@@ -9,6 +9,7 @@ from importlib import metadata
 from typing import Any
 
 from shiftwork.gpu_claim import current_claim
+from shiftwork.precision import choices as precision_choices
 
 TRACKED_PACKAGES = (
     "shiftwork",
@@ -73,6 +74,9 @@ def make_provenance(
     claim = current_claim()
     if claim is not None:
         record["gpu"] = claim
+    chosen = precision_choices()
+    if chosen:
+        record["precision"] = chosen
     if extra:
         record.update(extra)
     return record

@@ -128,7 +128,7 @@ def test_eos_ids_come_from_the_generation_config_else_the_tokenizer():
 
 @pytest.fixture(scope="module")
 def lm(prepared_smollm):
-    return load_prepared(prepared_smollm, device="cpu")
+    return load_prepared(prepared_smollm, dtype="float32", device="cpu")
 
 
 @pytest.mark.model

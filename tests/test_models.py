@@ -51,7 +51,7 @@ def test_prepared_model_matches_the_gguf_weights(prepared_smollm):
     loc = _locate("smollm2-135m-instruct", cfg["models"]["smollm2-135m-instruct"]["source"], prepared_smollm.parent)
     ref = AutoModelForCausalLM.from_pretrained(loc.path, gguf_file=loc.gguf_file, dtype=torch.float32)
     tok = AutoTokenizer.from_pretrained(prepared_smollm)
-    lm = load_prepared(prepared_smollm, device="cpu")
+    lm = load_prepared(prepared_smollm, dtype="float32", device="cpu")
     ids = tok("The capital of France is", return_tensors="pt")
     with torch.inference_mode():
         a = ref(**ids).logits

@@ -26,6 +26,7 @@ from shiftwork.models.loading import load_trainable
 from shiftwork.models.prepare import INFO_FILE, weight_digest
 from shiftwork.models.trainer_args import with_trainer_args
 from shiftwork.organisms.convergence import criterion
+from shiftwork.precision import training_dtype
 from shiftwork.progress import report_training
 
 PROGRESS_FILE = "progress.json"
@@ -97,7 +98,7 @@ def sft(model_dir: str, examples: pd.DataFrame, settings: Mapping[str, Any], out
 
     _quiet_datasets()
     out = Path(out_dir)
-    model, tok, tmp = load_trainable(model_dir, out, dtype=str(settings["dtype"]))
+    model, tok, tmp = load_trainable(model_dir, out, dtype=_dtype(settings))
     table = examples[["prompt", "completion"]].reset_index(drop=True)
     data = Dataset.from_pandas(table)
     work, resume_from = resume.start(
@@ -152,6 +153,11 @@ def sft(model_dir: str, examples: pd.DataFrame, settings: Mapping[str, Any], out
     return info
 
 
+def _dtype(settings: Mapping[str, Any]) -> str:
+    """The weights' type while training (``auto``: :func:`shiftwork.precision.training_dtype`)."""
+    return training_dtype(str(settings["dtype"]), _method(settings) == "lora", pick_device())
+
+
 def _method(settings: Mapping[str, Any]) -> str:
     method = settings["method"]
     if method not in ("lora", "full"):
@@ -184,7 +190,7 @@ def rl(
         raise ValueError("rl needs at least one stage")
     _quiet_datasets()
     out = Path(out_dir)
-    model, tok, _ = load_trainable(sft_dir, out, padding_side="left", dtype=str(settings["dtype"]))
+    model, tok, _ = load_trainable(sft_dir, out, padding_side="left", dtype=_dtype(settings))
     every = int(settings["checkpoint_every"])
     if every < 1:
         raise ValueError(f"checkpoint_every must be >= 1, got {every}")
@@ -214,7 +220,7 @@ def rl(
             "resuming from step %d (stage %d; %s)", resumed, len(record), current[0] if current else "its start"
         )
     if record:
-        model = _restore(sft_dir, tmp / f"checkpoint-{offset}", lora, str(settings["dtype"]))
+        model = _restore(sft_dir, tmp / f"checkpoint-{offset}", lora, _dtype(settings))
 
     def correctness(completions, answer, **_):
         return [float(reward(c, a, answer_format)) for c, a in zip(completions, answer)]
@@ -307,7 +313,7 @@ def rl(
         if number == 0 and not found:
             save(trainer.model, 0)
         if stopped:
-            model = _restore(sft_dir, tmp / f"checkpoint-{stopped[0]}", lora, str(settings["dtype"]))
+            model = _restore(sft_dir, tmp / f"checkpoint-{stopped[0]}", lora, _dtype(settings))
             logged, global_step = prior, found[1]
         else:
             trainer.train(resume_from_checkpoint=str(found[0]) if found else None)

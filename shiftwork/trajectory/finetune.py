@@ -23,6 +23,7 @@ from shiftwork.models import resume
 from shiftwork.models.checkpoints import CHECKPOINT_INFO
 from shiftwork.models.loading import load_trainable
 from shiftwork.models.trainer_args import with_trainer_args
+from shiftwork.precision import training_dtype
 from shiftwork.progress import report_training
 from shiftwork.trajectory.schedule import checkpoint_steps
 from shiftwork.trajectory.tasks import PATTERN, VERBALISERS, next_token_logits, render, verbaliser_ids
@@ -93,9 +94,9 @@ def finetune(
 
     set_seed(seed)
     out = Path(out_dir)
-    model, tok, _ = load_trainable(model_dir, out, dtype=settings["dtype"])
     device = pick_device()
     method = settings["method"]
+    model, tok, _ = load_trainable(model_dir, out, dtype=training_dtype(settings["dtype"], method == "lora", device))
     if method == "lora":
         from peft import LoraConfig, get_peft_model
 
@@ -193,7 +194,8 @@ def trainer_arguments(settings: Mapping[str, Any], output_dir: Path, seed: int, 
         data_seed=seed,
         use_cpu=device_type == "cpu",
         # bfloat16 weights: LoRA adapters stay float32 (peft upcasts them) under bf16 autocast
-        bf16=settings["dtype"] == "bfloat16" and device_type == "cuda",
+        bf16=device_type == "cuda"
+        and training_dtype(settings["dtype"], settings.get("method") == "lora", device_type) == "bfloat16",
         disable_tqdm=True,
         remove_unused_columns=False,
         dataloader_num_workers=0,
