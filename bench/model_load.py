@@ -15,6 +15,7 @@ import time
 def main(model_dir: str, repeats: int = 5) -> dict:
     from shiftwork.models.loading import load_prepared
     from shiftwork.models.prepare import check_weights, read_info
+    from shiftwork.precision import cpu_capability
 
     load_prepared(model_dir)  # warm the page cache and imports once
     times, checks = [], []
@@ -35,6 +36,7 @@ def main(model_dir: str, repeats: int = 5) -> dict:
         "min_s": round(min(times), 3),
         "weight_mib": round(weight_bytes / 2**20, 1),
         "digest_check_median_s": round(statistics.median(checks), 3),
+        "cpu_capability": cpu_capability()["label"],
     }
 
 

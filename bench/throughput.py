@@ -47,6 +47,8 @@ import numpy as np
 import pandas as pd
 import yaml
 
+from shiftwork.precision import cpu_capability
+
 ROOT = Path(__file__).resolve().parent.parent
 MODEL = "smollm2-135m-instruct"
 KEYS = ["dataset", "prompt_id", "variant_id"]
@@ -561,7 +563,8 @@ def markdown(result: dict[str, Any]) -> str:
     s = result["summary"]
     a = s["job"]
     lines = [
-        f"{result['model']} on {result['device']} ({result['dtype']}, {result['threads']} threads), "
+        f"{result['model']} on {result['device']} ({result['dtype']}, {result['threads']} threads; CPU: "
+        f"{result.get('host', {}).get('cpu_capability', {}).get('label', 'capability not recorded')}), "
         f"{a['rows']} variant evaluations ({result['unique_inputs']} distinct inputs), max_new_tokens "
         f"{result['max_new_tokens']}, batch size {result['batch_size']}; median of {result['runs']} runs",
         "",
@@ -690,6 +693,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             "processor": platform.processor(),
             "cpus": os.cpu_count(),
             "python": platform.python_version(),
+            "cpu_capability": cpu_capability(),
         },
     }
     measured = [r for rs in runs.values() for r in rs]

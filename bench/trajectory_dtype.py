@@ -45,6 +45,8 @@ def compare(results: Path, run: str, step: int) -> dict:
 if __name__ == "__main__":
     import torch
 
+    from shiftwork.precision import cpu_capability
+
     torch.set_num_threads(2)
     rows = [compare(Path(sys.argv[1]), sys.argv[2], int(s)) for s in sys.argv[3:]]
     for row in rows:
@@ -55,6 +57,7 @@ if __name__ == "__main__":
             {
                 "float32_over_bfloat16_time": round(speed, 2),
                 "min_same_prediction": min(r["same_prediction"] for r in rows),
+                "cpu_capability": cpu_capability()["label"],
             }
         )
     )

@@ -196,3 +196,21 @@ def training_dtype(name: str, lora: bool, device: torch.device | str) -> str:
     if record not in _CHOICES:
         _CHOICES.append(record)
     return chosen
+
+
+def cpu_capability() -> dict:
+    """What timings depend on: torch's vector ISA, and whether bfloat16 is native here, with a
+    short ``label`` ("AVX2, bf16 emulated", "AVX-512, bf16 native") to print beside a figure."""
+    import torch
+
+    isa = torch.backends.cpu.get_cpu_capability()
+    cap = detect_cpu()
+    name = {"AVX512": "AVX-512", "AVX2": "AVX2"}.get(isa, isa)
+    return {
+        "isa": isa,
+        "bf16_native": cap.native,
+        "bf16_flags": list(cap.flags) if cap.flags is not None else None,
+        "onednn_bf16": cap.onednn,
+        "bf16_over_f32_time": None if cap.ratio is None else round(cap.ratio, 3),
+        "label": f"{name}, bf16 {'native' if cap.native else 'emulated'}",
+    }

@@ -98,3 +98,14 @@ def test_detection_agrees_with_a_timing_on_this_machine():
         return
     ratio = precision.time_ratio((256, 1024, 1024), repeats=3)
     assert cap.native == (ratio <= precision.NATIVE_RATIO)
+
+
+def test_capability_label(monkeypatch):
+    monkeypatch.setattr(precision, "detect_cpu", lambda: AVX2)
+    monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: "AVX2")
+    cap = precision.cpu_capability()
+    assert cap["label"] == "AVX2, bf16 emulated" and cap["bf16_over_f32_time"] is None
+    monkeypatch.setattr(precision, "detect_cpu", lambda: NATIVE)
+    monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: "AVX512")
+    cap = precision.cpu_capability()
+    assert cap["label"] == "AVX-512, bf16 native" and cap["bf16_flags"] == ["avx512_bf16", "amx_bf16"]
