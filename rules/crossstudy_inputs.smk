@@ -73,7 +73,7 @@ def cross_score_settings(wildcards):
         answer = {
             "mode": "generate",
             "max_new_tokens": ORGANISMS["evaluation"]["max_new_tokens"],
-            "dtype": "float32",
+            "dtype": ORGANISMS["evaluation"]["dtype"],
             "setting": organism_setting(wildcards),
         }
     return answer | {

@@ -199,7 +199,7 @@ def evaluate_organism(
     progress = Progress("evaluate", len(checkpoints), "checkpoints")
     for step, path in checkpoints:
         start = time.perf_counter()
-        net, tok, device = load_checkpoint(sft_dir, {"path": str(path)})
+        net, tok, device = load_checkpoint(sft_dir, {"path": str(path)}, str(settings.get("dtype", "auto")))
         texts = generate_sampled(
             net,
             tok,
