@@ -55,7 +55,9 @@ rule evaluate_checkpoint:
         bench("evaluate_checkpoint/{run}/step-{step}.tsv")
     conda:
         "../envs/shiftwork.yaml"
-    threads: 2
+    # one thread a job, checkpoints side by side: on 2 busy cores two 1-thread evaluations did
+    # 2.2x the work of one 2-thread evaluation (README: Measured); profiles raise it
+    threads: 1
     resources:
         gpu=1,
     params:
