@@ -31,7 +31,7 @@ rule finetune_model:
     benchmark:
         bench("finetune_model/{run}.tsv")
     conda:
-        "../envs/shiftwork.yaml"
+        gpu_env
     threads: 2
     resources:
         gpu=1,
@@ -54,7 +54,7 @@ rule evaluate_checkpoint:
     benchmark:
         bench("evaluate_checkpoint/{run}/step-{step}.tsv")
     conda:
-        "../envs/shiftwork.yaml"
+        gpu_env
     threads: 2
     resources:
         gpu=1,
