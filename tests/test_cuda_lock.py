@@ -47,17 +47,16 @@ def pypi_reachable() -> bool:
 def test_pip_resolves_the_cuda_lock_from_pypi_as_written():
     """pip's resolver, with dependencies, accepts every pin (nothing is installed) and adds only
     what the lock leaves out; the lock is what `python envs/locks.py cuda` writes from that.
-    About 2 minutes: this pip fetches every wheel whole to read its metadata."""
+    1 to 2 minutes: this pip fetches every wheel whole to read its metadata."""
     if not pypi_reachable():
         pytest.skip(f"needs PyPI ({locks.PYPI}), which cannot be reached from here")
     start = time.monotonic()
     resolved = locks.resolve(ROOT / "requirements-cuda.lock")  # raises with pip's message if it fails
     print(f"resolved {len(resolved)} packages in {time.monotonic() - start:.0f} s")
     got = {locks.canonical(m["name"]): m["version"] for m in resolved}
-    assert {name: got[name] for name in CUDA} == CUDA
+    assert {name: got.get(name) for name in CUDA} == CUDA
     assert got.keys() - CUDA.keys() == locks.LEFT_OUT
-    cpu_lines = locks.pin_lines(ROOT / "requirements.lock")
-    assert locks.cuda_lock_text(cpu_lines, resolved) == (ROOT / "requirements-cuda.lock").read_text()
+    assert locks.cuda_lock_text(CPU, resolved) == (ROOT / "requirements-cuda.lock").read_text()
 
 
 def make_setup(venv, *args, path=None):
