@@ -2,6 +2,10 @@
 the plain one-variant-at-a-time loop."""
 
 import importlib.util
+import json
+import os
+import subprocess
+import sys
 
 import numpy as np
 import pandas as pd
@@ -94,3 +98,42 @@ def test_job_equals_the_reference_loop(bench, default_config, prepared_smollm, t
     assert {"engine_start_s", "generate_s", "model_load_s", "probe_s"} <= set(stats["phases"])
     base = ref[ref["variant_id"].str.contains("|baseline|", regex=False)]
     assert np.allclose(np.stack(base["act_cos_layers"].to_list()), 1.0)
+
+
+def test_gpu_check_runs_its_five_parts_on_tiny_models_on_the_cpu(root, tmp_path):
+    """bench/gpu_check.py --device cpu --tiny: vLLM generation, the probe pass, a LoRA fine-tuning
+    run, GRPO and the GPU claim of two jobs (over simulated device ids), each with its figures."""
+    out = tmp_path / "gpu_check.json"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("CUDA_", "SHIFTWORK_GPU"))}
+    env["PYTHONPATH"] = str(root)
+    cmd = [sys.executable, str(root / "bench" / "gpu_check.py"), "--device", "cpu", "--tiny"]
+    cmd += ["--out", str(out), "--work", str(tmp_path / "work")]
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    lines = [line for line in done.stdout.splitlines() if line.startswith("gpu_check: ")]
+    assert [line.split()[1] for line in lines[1:6]] == ["1/5", "2/5", "3/5", "4/5", "5/5"]
+    report = json.loads(out.read_text())
+    assert report["failed"] == [] and report["device"] == "cpu" and report["tiny"] is True
+    parts = report["parts"]
+    assert set(parts) == {"generation", "probe", "lora_finetune", "grpo", "gpu_claim"}
+
+    gen = parts["generation"]["tiny"]
+    for key in ("tokens_per_s", "decode_step_ms_batch", "decode_step_ms_1", "roofline_share_batch", "roofline_share_1"):
+        assert gen[key] > 0, key
+    assert parts["probe"]["tiny"]["pairs_per_s"] > 0
+
+    lora = parts["lora_finetune"]
+    assert lora["steps"] == 4 and lora["steps_per_s"] > 0 and lora["tokens_per_s"] > 0
+    assert lora["lora_targets"] == "q_proj,v_proj" and 0 < lora["trainable_params"] < lora["total_params"]
+    assert lora["bf16"] is False and lora["dtype"] == "float32"
+
+    grpo = parts["grpo"]
+    assert grpo["steps"] == 3 and grpo["reward_logged_steps"] == 3
+    for key in ("steps_per_s", "tokens_per_s", "completions_per_s"):
+        assert grpo[key] > 0, key
+
+    claim = parts["gpu_claim"]
+    assert claim["pool"] == "0,1" and claim["two_jobs_devices"] == "0,1"
+    assert [job["cuda_visible_devices"] for job in claim["jobs"]] == ["0", "1"]
+    assert claim["one_device_device"] == "0" and "no free GPU among ['0']" in claim["one_device_refusal"]
+    assert claim["one_device_second_refused_after_s"] >= 1.0 and claim["one_device_third_waited_s"] >= 1.0
