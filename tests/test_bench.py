@@ -125,7 +125,7 @@ def test_gpu_check_runs_its_five_parts_on_tiny_models_on_the_cpu(root, tmp_path)
     lora = parts["lora_finetune"]
     assert lora["steps"] == 4 and lora["steps_per_s"] > 0 and lora["tokens_per_s"] > 0
     assert lora["lora_targets"] == "q_proj,v_proj" and 0 < lora["trainable_params"] < lora["total_params"]
-    assert lora["bf16"] is False and lora["dtype"] == "float32"
+    assert lora["on"] == "cpu" and lora["bf16"] is False and lora["weights_dtype"] == "float32"
 
     grpo = parts["grpo"]
     assert grpo["steps"] == 3 and grpo["reward_logged_steps"] == 3
