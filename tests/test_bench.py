@@ -118,8 +118,10 @@ def test_gpu_check_runs_its_five_parts_on_tiny_models_on_the_cpu(root, tmp_path)
     assert set(parts) == {"generation", "probe", "lora_finetune", "grpo", "gpu_claim"}
 
     gen = parts["generation"]["tiny"]
-    for key in ("tokens_per_s", "decode_step_ms_batch", "decode_step_ms_1", "roofline_share_batch", "roofline_share_1"):
+    assert gen["generation_timed_in"] == "process CPU seconds"
+    for key in ("tokens_per_s", "decode_step_ms_batch", "decode_step_ms_1", "decode_tb_s_batch", "roofline_share_1"):
         assert gen[key] > 0, key
+    assert gen["roofline_share_batch"] == pytest.approx(gen["decode_tb_s_batch"] / report["bandwidth_tb_s"], rel=0.01)
     assert parts["probe"]["tiny"]["pairs_per_s"] > 0
 
     lora = parts["lora_finetune"]
@@ -128,7 +130,8 @@ def test_gpu_check_runs_its_five_parts_on_tiny_models_on_the_cpu(root, tmp_path)
     assert lora["on"] == "cpu" and lora["bf16"] is False and lora["weights_dtype"] == "float32"
 
     grpo = parts["grpo"]
-    assert grpo["steps"] == 3 and grpo["reward_logged_steps"] == 3
+    assert grpo["steps"] == 3 and grpo["reward_logged_steps"] == 3 and grpo["on"] == "cpu"
+    assert grpo["config"] == "config/config.yaml" and grpo["method"] == "full" and grpo["batch_size"] == 8
     for key in ("steps_per_s", "tokens_per_s", "completions_per_s"):
         assert grpo[key] > 0, key
 
