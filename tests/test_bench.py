@@ -140,3 +140,39 @@ def test_gpu_check_runs_its_five_parts_on_tiny_models_on_the_cpu(root, tmp_path)
     assert [job["cuda_visible_devices"] for job in claim["jobs"]] == ["0", "1"]
     assert claim["one_device_device"] == "0" and "no free GPU among ['0']" in claim["one_device_refusal"]
     assert claim["one_device_second_refused_after_s"] >= 1.0 and claim["one_device_third_waited_s"] >= 1.0
+
+
+@pytest.fixture(scope="module")
+def gpu_check(root):
+    spec = importlib.util.spec_from_file_location("bench_gpu_check", root / "bench" / "gpu_check.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_gpu_check_reports_a_failed_part_and_runs_the_rest(gpu_check, tmp_path, capsys):
+    out = tmp_path / "check.json"
+    parts = gpu_check.Parts({"device": "cpu"}, out)
+
+    def broken() -> dict:
+        raise RuntimeError("no adapter written")
+
+    assert parts.run(3, "lora_finetune", "LoRA fine-tuning", broken) is None
+    assert parts.run(4, "grpo", "GRPO", lambda: {"steps_per_s": 2.5})["steps_per_s"] == 2.5
+    printed = capsys.readouterr().out.splitlines()
+    assert printed[-2] == "gpu_check: 3/5 FAILED LoRA fine-tuning: RuntimeError: no adapter written"
+    assert printed[-1].startswith("gpu_check: 4/5 GRPO: steps_per_s 2.5, part_s ")
+    report = json.loads(out.read_text())
+    assert report["failed"] == ["3/5 LoRA fine-tuning"]
+    assert report["parts"]["lora_finetune"]["error"] == "RuntimeError: no adapter written"
+    assert report["parts"]["grpo"]["steps_per_s"] == 2.5
+
+
+def test_gpu_check_memory_bandwidth_by_device_name(gpu_check):
+    assert gpu_check.memory_bandwidth("NVIDIA H200", None, 1.0) == (4.8, "table (h200)")
+    assert gpu_check.memory_bandwidth("NVIDIA GH200 480GB", None, 1.0) == (4.0, "table (gh200)")
+    assert gpu_check.memory_bandwidth("NVIDIA H100 80GB HBM3", None, 1.0) == (3.35, "table (h100)")
+    assert gpu_check.memory_bandwidth("NVIDIA L40S", None, 1.0)[0] == 0.864
+    assert gpu_check.memory_bandwidth("NVIDIA L4", None, 1.0)[0] == 0.3
+    assert gpu_check.memory_bandwidth("NVIDIA H200", 5.0, 1.0) == (5.0, "--bandwidth-tb-s")
+    assert gpu_check.memory_bandwidth("cpu", None, 1.0) == (1.0, "fallback (not in the table, no NVML figure)")
