@@ -310,7 +310,6 @@ def generate_check(model_dir: Path, texts: list[str], new_tokens: int, weight_by
 
 
 def probe_check(model_dir: Path, texts: list[str], responses: list[str], batch_size: int, mode) -> dict:
-    import torch
     from transformers import AutoModelForCausalLM
 
     from shiftwork.inference.probe import probe_batches
@@ -319,18 +318,31 @@ def probe_check(model_dir: Path, texts: list[str], responses: list[str], batch_s
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=mode.dtype, attn_implementation="sdpa")
     model = model.to(mode.torch_device).eval()
     lm = LoadedModel("check", model, load_tokenizer(model_dir, "left"), mode.torch_device, mode.dtype, False, {})
+    reset_peak_memory(mode)
     list(probe_batches(lm, texts[:8], responses[:8], batch_size))  # warm-up
     synchronize()
     t = time.perf_counter()
     n = sum(len(b) for b in probe_batches(lm, texts, responses, batch_size))
     synchronize()
     seconds = time.perf_counter() - t
-    result = {"probe_s": round(seconds, 2), "pairs_per_s": round(n / seconds, 1)}
-    if mode.cuda:
-        result["probe_peak_gib"] = round(torch.cuda.max_memory_allocated() / 2**30, 2)
+    result = {"probe_s": round(seconds, 2), "pairs_per_s": round(n / seconds, 1), **peak_memory(mode)}
     del model, lm
     free_memory()
     return result
+
+
+def reset_peak_memory(mode) -> None:
+    import torch
+
+    if mode.cuda:
+        torch.cuda.reset_peak_memory_stats()
+
+
+def peak_memory(mode) -> dict:
+    """The peak of CUDA memory allocated since :func:`reset_peak_memory` (nothing on a CPU)."""
+    import torch
+
+    return {"peak_gib": round(torch.cuda.max_memory_allocated() / 2**30, 2)} if mode.cuda else {}
 
 
 def synchronize() -> None:
@@ -433,6 +445,7 @@ def finetune_check(model_dir: Path, work: Path, steps: int, mode) -> dict:
     }
     make_suite(suite, str(work / "suite.parquet"))
     verbalisers = TINY_VERBALISERS if mode.tiny else suite["verbalisers"]
+    reset_peak_memory(mode)
     t = time.perf_counter()
     with clocked(finetune) as clock:
         finetune_model(
@@ -445,7 +458,7 @@ def finetune_check(model_dir: Path, work: Path, steps: int, mode) -> dict:
             verbalisers,
         )
     lora = run["finetune"]["lora"]
-    result = {"run_s": round(time.perf_counter() - t, 1), **clock.rates(), **clock.setup}
+    result = {"run_s": round(time.perf_counter() - t, 1), **clock.rates(), **clock.setup, **peak_memory(mode)}
     result.update(batch_size=int(settings["batch_size"]), lora_r=int(lora["r"]))
     check_setup(result, lora["target_modules"], mode)
     if result["weights_dtype"] != settings["dtype"]:
@@ -472,10 +485,11 @@ def grpo_check(model_dir: Path, work: Path, steps: int, mode) -> dict:
     questions, _ = split_banks(load_setting(spec["setting"]), spec["questions"])
     write_table(questions, work / "questions.parquet")
     make_rl_prompts("check", spec["setting"], str(work / "questions.parquet"), stages, 256, 0, str(work / "rl.parquet"))
+    reset_peak_memory(mode)
     t = time.perf_counter()
     with clocked(training) as clock:
         train_rl(str(model_dir), str(work / "rl.parquet"), stages, settings, 0, str(work / "rl"))
-    result = {"run_s": round(time.perf_counter() - t, 1), **clock.rates(), **clock.setup}
+    result = {"run_s": round(time.perf_counter() - t, 1), **clock.rates(), **clock.setup, **peak_memory(mode)}
     result["completions_per_s"] = round(int(settings["batch_size"]) * result["steps_per_s"], 1)
     result.update(
         config=f"config/{config_file}",
