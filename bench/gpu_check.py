@@ -481,8 +481,9 @@ def grpo_check(model_dir: Path, work: Path, steps: int, mode) -> dict:
     settings = {**organisms["rl"], "steps": steps, "checkpoint_every": steps, "converge": None}
     if mode.tiny:
         settings.update(TINY_RL)
-    stages = [{"distributions": [load_setting(spec["setting"]).distributions[0]], "steps": steps}]
-    questions, _ = split_banks(load_setting(spec["setting"]), spec["questions"])
+    setting = load_setting(spec["setting"])
+    stages = [{"distributions": [setting.distributions[0]], "steps": steps}]
+    questions, _ = split_banks(setting, spec["questions"])
     write_table(questions, work / "questions.parquet")
     make_rl_prompts("check", spec["setting"], str(work / "questions.parquet"), stages, 256, 0, str(work / "rl.parquet"))
     reset_peak_memory(mode)
