@@ -2,6 +2,10 @@
 the plain one-variant-at-a-time loop."""
 
 import importlib.util
+import json
+import os
+import subprocess
+import sys
 
 import numpy as np
 import pandas as pd
@@ -94,3 +98,81 @@ def test_job_equals_the_reference_loop(bench, default_config, prepared_smollm, t
     assert {"engine_start_s", "generate_s", "model_load_s", "probe_s"} <= set(stats["phases"])
     base = ref[ref["variant_id"].str.contains("|baseline|", regex=False)]
     assert np.allclose(np.stack(base["act_cos_layers"].to_list()), 1.0)
+
+
+def test_gpu_check_runs_its_five_parts_on_tiny_models_on_the_cpu(root, tmp_path):
+    """bench/gpu_check.py --device cpu --tiny: vLLM generation, the probe pass, a LoRA fine-tuning
+    run, GRPO and the GPU claim of two jobs (over simulated device ids), each with its figures."""
+    out = tmp_path / "gpu_check.json"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("CUDA_", "SHIFTWORK_GPU"))}
+    env["PYTHONPATH"] = str(root)
+    cmd = [sys.executable, str(root / "bench" / "gpu_check.py"), "--device", "cpu", "--tiny"]
+    cmd += ["--out", str(out), "--work", str(tmp_path / "work")]
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    lines = [line for line in done.stdout.splitlines() if line.startswith("gpu_check: ")]
+    assert [line.split()[1] for line in lines[1:6]] == ["1/5", "2/5", "3/5", "4/5", "5/5"]
+    report = json.loads(out.read_text())
+    assert report["failed"] == [] and report["device"] == "cpu" and report["tiny"] is True
+    parts = report["parts"]
+    assert set(parts) == {"generation", "probe", "lora_finetune", "grpo", "gpu_claim"}
+
+    gen = parts["generation"]["tiny"]
+    assert gen["generation_timed_in"] == "process CPU seconds"
+    for key in ("tokens_per_s", "decode_step_ms_batch", "decode_step_ms_1", "decode_tb_s_batch", "roofline_share_1"):
+        assert gen[key] > 0, key
+    assert gen["roofline_share_batch"] == pytest.approx(gen["decode_tb_s_batch"] / report["bandwidth_tb_s"], rel=0.01)
+    assert parts["probe"]["tiny"]["pairs_per_s"] > 0
+
+    lora = parts["lora_finetune"]
+    assert lora["steps"] == 4 and lora["steps_per_s"] > 0 and lora["tokens_per_s"] > 0
+    assert lora["lora_targets"] == "q_proj,v_proj" and 0 < lora["trainable_params"] < lora["total_params"]
+    assert lora["on"] == "cpu" and lora["bf16"] is False and lora["weights_dtype"] == "float32"
+
+    grpo = parts["grpo"]
+    assert grpo["steps"] == 3 and grpo["reward_logged_steps"] == 3 and grpo["on"] == "cpu"
+    assert grpo["config"] == "config/config.yaml" and grpo["method"] == "full" and grpo["batch_size"] == 8
+    for key in ("steps_per_s", "tokens_per_s", "completions_per_s"):
+        assert grpo[key] > 0, key
+
+    claim = parts["gpu_claim"]
+    assert claim["pool"] == "0,1" and claim["two_jobs_devices"] == "0,1"
+    assert [job["cuda_visible_devices"] for job in claim["jobs"]] == ["0", "1"]
+    assert claim["one_device_device"] == "0" and "no free GPU among ['0']" in claim["one_device_refusal"]
+    assert claim["one_device_second_refused_after_s"] >= 1.0 and claim["one_device_third_waited_s"] >= 1.0
+
+
+@pytest.fixture(scope="module")
+def gpu_check(root):
+    spec = importlib.util.spec_from_file_location("bench_gpu_check", root / "bench" / "gpu_check.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_gpu_check_reports_a_failed_part_and_runs_the_rest(gpu_check, tmp_path, capsys):
+    out = tmp_path / "check.json"
+    parts = gpu_check.Parts({"device": "cpu"}, out)
+
+    def broken() -> dict:
+        raise RuntimeError("no adapter written")
+
+    assert parts.run(3, "lora_finetune", "LoRA fine-tuning", broken) is None
+    assert parts.run(4, "grpo", "GRPO", lambda: {"steps_per_s": 2.5})["steps_per_s"] == 2.5
+    printed = capsys.readouterr().out.splitlines()
+    assert printed[-2] == "gpu_check: 3/5 FAILED LoRA fine-tuning: RuntimeError: no adapter written"
+    assert printed[-1].startswith("gpu_check: 4/5 GRPO: steps_per_s 2.5, part_s ")
+    report = json.loads(out.read_text())
+    assert report["failed"] == ["3/5 LoRA fine-tuning"]
+    assert report["parts"]["lora_finetune"]["error"] == "RuntimeError: no adapter written"
+    assert report["parts"]["grpo"]["steps_per_s"] == 2.5
+
+
+def test_gpu_check_memory_bandwidth_by_device_name(gpu_check):
+    assert gpu_check.memory_bandwidth("NVIDIA H200", None, 1.0) == (4.8, "table (h200)")
+    assert gpu_check.memory_bandwidth("NVIDIA GH200 480GB", None, 1.0) == (4.0, "table (gh200)")
+    assert gpu_check.memory_bandwidth("NVIDIA H100 80GB HBM3", None, 1.0) == (3.35, "table (h100)")
+    assert gpu_check.memory_bandwidth("NVIDIA L40S", None, 1.0)[0] == 0.864
+    assert gpu_check.memory_bandwidth("NVIDIA L4", None, 1.0)[0] == 0.3
+    assert gpu_check.memory_bandwidth("NVIDIA H200", 5.0, 1.0) == (5.0, "--bandwidth-tb-s")
+    assert gpu_check.memory_bandwidth("cpu", None, 1.0) == (1.0, "fallback (not in the table, no NVML figure)")
