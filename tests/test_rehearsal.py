@@ -59,7 +59,7 @@ def test_a_stand_in_loads_offline_under_its_hub_id(tmp_path, hub_id, chat, model
     tok = AutoTokenizer.from_pretrained(hub_id, cache_dir=tmp_path / "hub", revision=info["revision"])
     model = AutoModelForCausalLM.from_pretrained(hub_id, cache_dir=tmp_path / "hub", dtype="auto")
     assert model.config.model_type == model_type and str(model.dtype) == f"torch.{dtype}"
-    assert model.config.num_hidden_layers == 2 and model.config.hidden_size == 64
+    assert model.config.num_hidden_layers == 2 and model.config.hidden_size == 128
     assert tok.pad_token == pad
     assert tok.convert_ids_to_tokens(tok("Hello").input_ids)[0] == first_token
     assert (tok.chat_template is not None) is chat

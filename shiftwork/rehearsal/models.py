@@ -1,5 +1,5 @@
 """Tiny stand-ins of hub models: the same ``model_type`` and architecture class as the real model,
-two layers of width 64, seeded random weights, and a byte-level BPE tokenizer (the packaged
+two layers of width 128, seeded random weights, and a byte-level BPE tokenizer (the packaged
 SmolLM2 tokenizer) with the real family's special tokens, BOS convention and, where the
 configuration registers a chat model, a chat template in the family's format.
 
@@ -20,9 +20,13 @@ from typing import Any
 
 SEED = 0
 # part of every stand-in's revision: a change of what a stand-in is makes a new snapshot
-VERSION = 2
-WIDTH = 64
+VERSION = 3
+WIDTH = 128
 LAYERS = 2
+# vLLM's CPU attention has kernels for head sizes of 32 and more (16 is refused at the first
+# request), so two heads of 64 (one key/value head) rather than more, smaller ones
+HEADS = 2
+HEAD_DIM = 64
 
 # the family's chat format; {bos} is the family's BOS text ("" where the tokenizer adds none)
 LLAMA3_TEMPLATE = (
@@ -253,9 +257,9 @@ def text_sizes(vocab: int, tok) -> dict[str, Any]:
         "hidden_size": WIDTH,
         "intermediate_size": 2 * WIDTH,
         "num_hidden_layers": LAYERS,
-        "num_attention_heads": 4,
-        "num_key_value_heads": 2,
-        "head_dim": 16,
+        "num_attention_heads": HEADS,
+        "num_key_value_heads": 1,
+        "head_dim": HEAD_DIM,
         "max_position_embeddings": 4096,
         "pad_token_id": tok.pad_token_id,
         "bos_token_id": tok.bos_token_id,
@@ -277,7 +281,7 @@ def stand_in_config(fam: Family, tok):
             word_embed_proj_dim=WIDTH,
             ffn_dim=2 * WIDTH,
             num_hidden_layers=LAYERS,
-            num_attention_heads=4,
+            num_attention_heads=HEADS,
             max_position_embeddings=2048,
             pad_token_id=tok.pad_token_id,
             bos_token_id=tok.bos_token_id,
@@ -312,13 +316,14 @@ def stand_in_config(fam: Family, tok):
         )
     if fam.model_type == "gemma4":
         text |= {"vocab_size_per_layer_input": vocab, "hidden_size_per_layer_input": 16, "model_type": "gemma4_text"}
+        text |= {"global_head_dim": HEAD_DIM}
         ids = {k: vocab - 1 for k in ("boi_token_id", "eoi_token_id", "image_token_id", "video_token_id")}
         ids |= {k: vocab - 1 for k in ("boa_token_id", "eoa_token_index", "audio_token_id")}
         return AutoConfig.for_model("gemma4", text_config=text, **ids)
     if fam.model_type == "qwen3_5":
         text |= {"model_type": "qwen3_5_text", "layer_types": ["linear_attention", "full_attention"]}
-        text |= {"linear_key_head_dim": 16, "linear_value_head_dim": 16}
-        text |= {"linear_num_key_heads": 2, "linear_num_value_heads": 4}
+        text |= {"linear_key_head_dim": HEAD_DIM, "linear_value_head_dim": HEAD_DIM}
+        text |= {"linear_num_key_heads": 1, "linear_num_value_heads": 2}
         vision = {"depth": 1, "hidden_size": 32, "intermediate_size": 64, "num_heads": 2, "out_hidden_size": WIDTH}
         vision |= {"num_position_embeddings": 16, "model_type": "qwen3_5_vision"}
         ids = {
