@@ -26,7 +26,7 @@ ifeq ($(LOCK),)
 $(error GPU must be cpu or cuda, not '$(GPU)')
 endif
 
-.PHONY: FORCE run trajectory organisms crossstudy organisms-smollm2 smoke report test lint format setup clean-results bench-load bench
+.PHONY: FORCE run trajectory organisms crossstudy organisms-smollm2 smoke rehearse rehearse-reduced report test lint format setup clean-results bench-load bench
 
 setup: $(STAMP)
 
@@ -65,6 +65,15 @@ organisms-smollm2: $(STAMP)
 # every study on a tiny grid, to check an installation (config/smoke.yaml; results/smoke/)
 smoke: $(STAMP)
 	$(BIN)/snakemake --cores $(CORES) --configfile config/smoke.yaml
+
+# the DAG of config/paper.yaml on this CPU, every hub model, hub data set and API model replaced by a
+# small stand-in generated from it (README: The rehearsal); results/rehearsal/. rehearse-reduced:
+# one architecture per study (results/rehearsal-reduced/)
+rehearse: $(STAMP)
+	$(BIN)/python -m shiftwork.rehearsal run --paper config/paper.yaml --cores $(CORES)
+
+rehearse-reduced: $(STAMP)
+	$(BIN)/python -m shiftwork.rehearsal run --paper config/paper.yaml --cores $(CORES) --reduced --name rehearsal-reduced
 
 # Snakemake's HTML report of all four studies of the default config (README: The report):
 # builds what is missing, then writes results/default/report.html

@@ -122,8 +122,8 @@ rule report_gate:
         "../scripts/report_gate.py"
 
 
-# Responses from vLLM (or transformers: stability.generation.engine), then one transformers
-# probe pass over them (shiftwork.inference.generation, shiftwork.inference.probe).
+# Responses from vLLM (or transformers: stability.generation.engine, or models.NAME.engine),
+# then one transformers probe pass over them (shiftwork.inference.generation, shiftwork.inference.probe).
 rule generate_responses:
     input:
         variants=res("stability/filtered/{dataset}.parquet"),
@@ -145,7 +145,7 @@ rule generate_responses:
         gpu=1,
     params:
         max_new_tokens=GENERATION["max_new_tokens"],
-        engine=GENERATION["engine"],
+        engine=model_engine,
         batch_size=model_batch_size,
         dtype=model_dtype,
         store_hidden=PROBE["store_hidden"],
@@ -187,7 +187,7 @@ use rule generate_responses as generate_shard_responses with:
         shard=r"\d+",
     params:
         max_new_tokens=GENERATION["max_new_tokens"],
-        engine=GENERATION["engine"],
+        engine=model_engine,
         batch_size=model_batch_size,
         dtype=model_dtype,
         store_hidden=PROBE["store_hidden"],

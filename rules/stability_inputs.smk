@@ -208,6 +208,11 @@ def model_dtype(wildcards):
     return config["models"][wildcards.model]["dtype"]
 
 
+def model_engine(wildcards):
+    """The model's own engine (models.NAME.engine), else the study's."""
+    return config["models"][wildcards.model].get("engine") or GENERATION["engine"]
+
+
 def axes_encoder_spec(wildcards):
     return config["encoders"][AXES_ENCODER]
 

@@ -312,6 +312,27 @@ def _variants() -> pd.DataFrame:
     return pd.DataFrame(rows, columns=cols)
 
 
+def test_a_filtered_table_without_rows_gives_empty_tables_and_sends_nothing(tmp_path, monkeypatch):
+    # the gate kept no prompt of the data set: nothing to request (the base URL is not served)
+    monkeypatch.setenv(KEY_ENV, KEY)
+    filtered = write_table(_variants().iloc[0:0], tmp_path / "filtered.parquet")
+    with log_to(tmp_path / "empty.log"):
+        stats = generate_api_responses(
+            str(filtered),
+            "smol-api",
+            _source("http://127.0.0.1:9/v1", requests_per_minute=0, max_retries=0),
+            True,
+            str(tmp_path / "generations.parquet"),
+            str(tmp_path / "probes.parquet"),
+            max_new_tokens=4,
+            cache_dir=str(tmp_path / "cache"),
+        )
+    assert stats["rows"] == 0 and stats["unique_inputs"] == 0
+    gens, probes = pd.read_parquet(tmp_path / "generations.parquet"), pd.read_parquet(tmp_path / "probes.parquet")
+    assert (len(gens), len(probes)) == (0, 0)
+    assert {"prompt_id", "variant_id", "response"} <= set(gens.columns)
+
+
 @pytest.mark.model
 def test_generation_over_the_api_then_a_rerun_from_the_cache(api_server, tmp_path, monkeypatch):
     base_url, server_log = api_server

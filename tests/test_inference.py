@@ -201,3 +201,31 @@ def test_vllm_responses_equal_transformers_generate(lm, prepared_smollm):
         ours = v.generate_all(inputs, max_new_tokens=20)
     assert [(g.response, g.n_tokens, g.stopped) for g in ours] == [(g.response, g.n_tokens, g.stopped) for g in theirs]
     assert any(g.stopped for g in ours) and not all(g.stopped for g in ours)
+
+
+@pytest.mark.parametrize("hub_id", ["Qwen/Qwen3.5-9B", "meta-llama/Llama-3.2-1B"])
+def test_probe_scores_equal_a_full_forward_pass_with_or_without_a_shared_prefix(tmp_path, hub_id):
+    """Qwen3.5's hybrid cache cannot be copied per row (its linear-attention layers have no
+    batch_repeat_interleave): its batches run from the first token; Llama's continue from the
+    shared prefix. Either way a response's log-probability is the full pass's."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from shiftwork.inference.probe import encode_pairs, probe_batches
+    from shiftwork.models.loading import LoadedModel
+    from shiftwork.rehearsal.models import write_model
+
+    write_model(tmp_path / "hub", hub_id, chat=False)
+    tok = AutoTokenizer.from_pretrained(hub_id, cache_dir=tmp_path / "hub")
+    tok.pad_token = tok.pad_token or tok.eos_token
+    model = AutoModelForCausalLM.from_pretrained(hub_id, cache_dir=tmp_path / "hub", dtype=torch.float32).eval()
+    lm = LoadedModel("m", model, tok, torch.device("cpu"), torch.float32, False, {})
+    inputs = ["Question: why is the sky blue?\nAnswer:", "Question: why is the sea blue?\nAnswer:"]
+    responses = [" Because of light.", " Salt."]
+    got = [r for batch in probe_batches(lm, inputs, responses, batch_size=2) for r in batch]
+    for (ids, n_in), result in zip(encode_pairs(lm, inputs, responses), sorted(got, key=lambda r: r.index)):
+        with torch.inference_mode():
+            logits = model(input_ids=torch.tensor([ids])).logits[0].double()
+        lp = torch.log_softmax(logits, -1)
+        expected = sum(float(lp[t, ids[t + 1]]) for t in range(n_in - 1, len(ids) - 1))
+        assert result.n_response_tokens == len(ids) - n_in
+        assert result.logprob == pytest.approx(expected, abs=1e-3)

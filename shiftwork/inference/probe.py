@@ -120,11 +120,19 @@ def shared_prefix_length(rows: Sequence[Sequence[int]], input_lengths: Sequence[
 
 
 def prefix_cache(body, ids: Sequence[int], device):
-    """The key/value cache of ``ids`` run through ``body``, or None for no tokens."""
+    """The key/value cache of ``ids`` run through ``body``, or None for no tokens, or for a cache
+    that cannot be copied once per row of a batch (the linear-attention layers of Qwen3.5's
+    hybrid cache have no ``batch_repeat_interleave``): the batch then runs from the first token."""
     if not ids:
         return None
     with torch.inference_mode():
-        return body(input_ids=torch.tensor([list(ids)], device=device), use_cache=True).past_key_values
+        cache = body(input_ids=torch.tensor([list(ids)], device=device), use_cache=True).past_key_values
+    layers = getattr(cache, "layers", None)
+    if not hasattr(cache, "batch_repeat_interleave") or (
+        layers is not None and not all(hasattr(layer, "batch_repeat_interleave") for layer in layers)
+    ):
+        return None
+    return cache
 
 
 def probe_batches(
@@ -148,6 +156,8 @@ def probe_batches(
     body = backbone(lm.model)
     p = shared_prefix_length([ids for ids, _ in encoded], [n_in for _, n_in in encoded])
     prefix = prefix_cache(body, encoded[0][0][:p], lm.device)
+    if prefix is None:
+        p = 0
     longest = max(len(ids) for ids, _ in encoded)
     batch_size = plan_batch_size(lm.device, batch_size, probe_row_bytes(lm.model.config, lm.dtype, longest))
     progress = Progress(what, len(encoded), "rows")

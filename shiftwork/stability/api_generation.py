@@ -95,7 +95,9 @@ def generate_api_responses(
     for part, path in enumerate(filtered_paths):
         table = read_table(path, ["dataset", "prompt_id", "variant_id", "text"] + VARIANT_META)
         table = shard_rows(table, shard, n_shards).reset_index(drop=True)
-        base = table["prompt_id"].map(baseline_rows(table, path))
+        # integer positions even for a table with no rows (the gate kept no prompt of the data set,
+        # or a shard got none), where the mapped index would be an empty float series
+        base = table["prompt_id"].map(baseline_rows(table, path)).astype(int)
         table = table.assign(part=part, model=model_name, model_input=[api_model_input(t, chat) for t in table["text"]])
         parts.append(table.assign(base_input=table["model_input"].to_numpy()[base.to_numpy()]))
     variants = pd.concat(parts, ignore_index=True)
