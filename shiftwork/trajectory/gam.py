@@ -125,12 +125,17 @@ def _gcv_path(y: np.ndarray, design: np.ndarray, penalty: np.ndarray, alphas: np
     ``scale / (1 - tr(H) / n)**2`` with ``scale = RSS / (n - tr(H))`` and ``H = X (X'X + 2 alpha
     S)^-1 X'``. NaN where ``GLMGam`` would not give one: where the fit reproduces ``y`` (every
     residual within statsmodels' ``np.allclose`` tolerance, 1e-8: it raises
-    ``PerfectSeparationError``) or where ``tr(H) >= n``."""
+    ``PerfectSeparationError``), where ``tr(H) >= n``, or where the penalised system is singular
+    (ID values bunched on few distinct points, as in a window of a run: the caller then falls
+    back to the straight line)."""
     n = len(y)
     gram = design.T @ design
     out = np.full(len(alphas), np.nan)
     for k, alpha in enumerate(alphas):
-        hat = design @ np.linalg.solve(gram + 2.0 * float(alpha) * penalty, design.T)
+        try:
+            hat = design @ np.linalg.solve(gram + 2.0 * float(alpha) * penalty, design.T)
+        except np.linalg.LinAlgError:  # basis columns that the penalty does not separate: no fit
+            continue
         resid = y - hat @ y
         trace = float(np.trace(hat))
         if trace >= n or np.all(np.abs(resid) <= 1e-8):
