@@ -94,7 +94,7 @@ lint: $(STAMP)
 	$(BIN)/snakemake --lint
 	$(BIN)/snakemake -n --quiet
 	$(BIN)/snakemake -n --quiet --configfile config/paper.yaml
-	$(BIN)/snakemake -n --quiet organisms --configfile config/organisms-smollm2.yaml
+	$(BIN)/snakemake organisms -n --quiet --configfile config/organisms-smollm2.yaml
 	$(BIN)/snakemake -n --quiet --configfile config/smoke.yaml
 
 format: $(STAMP)
