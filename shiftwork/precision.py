@@ -14,7 +14,7 @@ from __future__ import annotations
 import functools
 import logging
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -66,6 +66,7 @@ class Choice:
     dtype: torch.dtype
     device: str
     reason: str
+    emulated: bool = False  # bfloat16 asked for on a CPU that only emulates it
 
     @property
     def name(self) -> str:
@@ -144,40 +145,51 @@ def resolve(name: str, device: torch.device | str, cpu: CpuBf16 | None = None) -
                 "auto: the GPU " + ("supports bfloat16" if bf16 else "has no bfloat16"),
             )
         return Choice(name, getattr(torch, name), dev.type, "configured")
-    if name == "float32" or (name == "auto" and dev.type != "cpu"):
-        return Choice(name, torch.float32, dev.type, "configured" if name == "float32" else "auto: float32 off CUDA")
+    if name in ("float32", "float16"):
+        return Choice(name, getattr(torch, name), dev.type, "configured")
+    if dev.type != "cpu":
+        return Choice(
+            name,
+            torch.float32 if name == "auto" else torch.bfloat16,
+            dev.type,
+            "auto: float32 off CUDA" if name == "auto" else "configured",
+        )
     cap = cpu if cpu is not None else detect_cpu()
     if name == "auto":
         chosen = torch.bfloat16 if cap.native else torch.float32
         verdict = "native bfloat16" if cap.native else "no native bfloat16"
         return Choice(name, chosen, dev.type, f"auto: CPU with {verdict} ({cap.describe()})")
-    if name == "bfloat16" and not cap.native:
+    if not cap.native:
         slow = f"about {cap.ratio:.0f}x" if cap.ratio else "3-70x"
         return Choice(
             name,
             torch.bfloat16,
             dev.type,
             f"configured, but this CPU has no native bfloat16 ({cap.describe()}): matrix products run {slow} slower than in float32; dtype auto or float32 avoids it",
+            emulated=True,
         )
-    return Choice(name, getattr(torch, name), dev.type, f"configured ({cap.describe()})")
+    return Choice(name, torch.bfloat16, dev.type, f"configured ({cap.describe()})")
 
 
 def choose(name: str, device: torch.device | str, cpu: CpuBf16 | None = None) -> torch.dtype:
     """:func:`resolve`, logged (a warning for emulated bfloat16) and kept for :func:`choices`."""
     choice = resolve(name, device, cpu)
-    slow = "no native bfloat16" in choice.reason and choice.requested == "bfloat16"
     LOGGER.log(
-        logging.WARNING if slow else logging.INFO,
+        logging.WARNING if choice.emulated else logging.INFO,
         "dtype %s (asked %s, %s): %s",
         choice.name,
         name,
         choice.device,
         choice.reason,
     )
-    record = asdict(choice) | {"dtype": choice.name}
-    if record not in _CHOICES:
-        _CHOICES.append(record)
+    _record({"requested": name, "dtype": choice.name, "device": choice.device, "reason": choice.reason})
     return choice.dtype
+
+
+def _record(choice: dict) -> None:
+    """Keep a choice for :func:`choices`, once however often a job makes it."""
+    if choice not in _CHOICES:
+        _CHOICES.append(choice)
 
 
 def choices() -> list[dict]:
@@ -198,9 +210,7 @@ def training_dtype(name: str, lora: bool, device: torch.device | str) -> str:
     chosen = "bfloat16" if bf16 else "float32"
     why = "LoRA on a GPU with bfloat16" if bf16 else ("full fine-tuning" if not lora else "not on a GPU with bfloat16")
     LOGGER.info("training dtype %s (asked auto): %s", chosen, why)
-    record = {"requested": "auto", "dtype": chosen, "device": dev.type, "reason": f"training, auto: {why}"}
-    if record not in _CHOICES:
-        _CHOICES.append(record)
+    _record({"requested": "auto", "dtype": chosen, "device": dev.type, "reason": f"training, auto: {why}"})
     return chosen
 
 

@@ -32,6 +32,7 @@ from shiftwork.inference.api import (
     topk_entropy,
 )
 from shiftwork.logs import log_to
+from shiftwork.rehearsal.server import stop
 from shiftwork.stability.api_generation import generate_api_responses
 from shiftwork.stability.judge import api_completer, judge_pairs
 from shiftwork.tables import read_provenance, write_table
@@ -274,12 +275,7 @@ def api_server(prepared_smollm, tmp_path_factory):
         print(f"vLLM server ready after {time.perf_counter() - start:.1f} s")
         yield base_url, log
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop(proc)
 
 
 def _posts(log: Path) -> int:

@@ -126,8 +126,8 @@ def _gcv_path(y: np.ndarray, design: np.ndarray, penalty: np.ndarray, alphas: np
     S)^-1 X'``. NaN where ``GLMGam`` would not give one: where the fit reproduces ``y`` (every
     residual within statsmodels' ``np.allclose`` tolerance, 1e-8: it raises
     ``PerfectSeparationError``), where ``tr(H) >= n``, or where the penalised system is singular
-    (ID values bunched on few distinct points, as in a window of a run: the caller then falls
-    back to the straight line)."""
+    (ID values bunched on few distinct points, as in a window of a run, leave small weights
+    singular; where every weight is, :func:`gam_fit` falls back to the straight line)."""
     n = len(y)
     gram = design.T @ design
     out = np.full(len(alphas), np.nan)
