@@ -63,7 +63,10 @@ def test_pip_resolves_the_cuda_lock_from_pypi_as_written():
 
 def make_setup(venv, *args, path=None):
     env = {**os.environ, "PATH": path or os.environ["PATH"]}
-    env.pop("GPU", None)
+    # run as from a shell, also when the suite itself runs under `make test` (a parent make's
+    # MAKELEVEL and MAKEFLAGS would add "Entering directory" lines and pass on its variables)
+    for key in ("GPU", "MAKELEVEL", "MAKEFLAGS", "MFLAGS", "MAKEOVERRIDES"):
+        env.pop(key, None)
     cmd = ["make", "-n", "setup", f"VENV={venv}", "PYTHON=python3", *args]
     proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
     return proc.returncode, proc.stdout.splitlines(), proc.stderr

@@ -20,7 +20,15 @@ def test_auto_on_cpu_follows_native_bfloat16():
     assert resolve("auto", "cpu", AVX2).dtype == torch.float32
     assert resolve("auto", "cpu", LYING).dtype == torch.float32
     assert "no native bfloat16" in resolve("auto", "cpu", LYING).reason
-    assert "52.00x" in resolve("auto", "cpu", LYING).reason
+    assert "over 1.5x the float32 time" in resolve("auto", "cpu", LYING).reason
+    assert resolve("auto", "cpu", LYING).measured == "; measured 52.00x"
+
+
+def test_the_recorded_reason_does_not_change_with_the_timing():
+    # the reason goes into every table's provenance: a new timing must not change its bytes
+    for a, b in ((0.21, 0.28), (52.0, 165.0)):
+        first, second = (resolve("auto", "cpu", CpuBf16(("avx512_bf16",), True, r)) for r in (a, b))
+        assert first.reason == second.reason and first.measured != second.measured
 
 
 def test_native_needs_flag_onednn_and_timing():
@@ -36,13 +44,15 @@ def test_explicit_types_are_kept_and_emulated_bfloat16_warns(caplog):
     assert resolve("float32", "cpu", NATIVE).dtype == torch.float32
     assert resolve("bfloat16", "cpu", NATIVE).dtype == torch.bfloat16
     slow = resolve("bfloat16", "cpu", LYING)
-    assert slow.dtype == torch.bfloat16 and "about 52x slower" in slow.reason
+    assert slow.dtype == torch.bfloat16 and "3-70x slower" in slow.reason
+    assert slow.measured == "; this one timed about 52x"
     assert "3-70x slower" in resolve("bfloat16", "cpu", AVX2).reason
     with caplog.at_level(logging.INFO, logger="shiftwork"):
         assert choose("bfloat16", "cpu", AVX2) == torch.bfloat16
         assert choose("auto", "cpu", NATIVE) == torch.bfloat16
     levels = [(r.levelno, r.getMessage()) for r in caplog.records]
     assert levels[0][0] == logging.WARNING and "no native bfloat16" in levels[0][1]
+    assert levels[1][1].endswith("; measured 0.25x")
     assert levels[1][0] == logging.INFO and "dtype bfloat16 (asked auto, cpu)" in levels[1][1]
     with pytest.raises(ValueError, match="got 'half'"):
         resolve("half", "cpu", NATIVE)

@@ -26,7 +26,10 @@ def tiny_config(n_prompts: int, shard_size: int = 0) -> dict:
     default = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
     cfg = {key: default[key] for key in ("name", "encoders", "stability")}
     cfg["studies"] = ["stability"]
-    cfg["models"] = {MODEL: default["models"][MODEL]}
+    # float32 everywhere: the shards batch prompts differently from the whole run, and in
+    # bfloat16 (auto on a CPU with native bfloat16) a near tie between two tokens can then go
+    # the other way and change a greedy reply
+    cfg["models"] = {MODEL: {**default["models"][MODEL], "dtype": "float32"}}
     cfg["datasets"] = {
         "tiny": {
             "source": {"kind": "file", "path": str(ROOT / "resources/prompts/trivia.jsonl")},
