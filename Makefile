@@ -26,7 +26,7 @@ ifeq ($(LOCK),)
 $(error GPU must be cpu or cuda, not '$(GPU)')
 endif
 
-.PHONY: FORCE run trajectory organisms crossstudy organisms-smollm2 smoke rehearse rehearse-reduced report test test-all lint format setup clean-results bench-load bench
+.PHONY: FORCE run trajectory organisms crossstudy organisms-smollm2 smoke rehearse rehearse-reduced report test test-all lint format docs setup clean-results bench-load bench
 
 setup: $(STAMP)
 
@@ -53,12 +53,12 @@ trajectory: $(STAMP)
 organisms: $(STAMP)
 	$(BIN)/snakemake --cores $(CORES) organisms
 
-# prompt stability of the trajectory and organisms checkpoints (README: The cross-study); trains
+# prompt stability of the trajectory and organisms checkpoints (docs/crossstudy.md); trains
 # only what `make trajectory` and `make organisms` have not
 crossstudy: $(STAMP)
 	$(BIN)/snakemake --cores $(CORES) crossstudy
 
-# the organisms study on the packaged SmolLM2-135M-Instruct (LoRA), and only that (README)
+# the organisms study on the packaged SmolLM2-135M-Instruct (LoRA), and only that (docs/organisms.md)
 organisms-smollm2: $(STAMP)
 	$(BIN)/snakemake --cores $(CORES) organisms --configfile config/organisms-smollm2.yaml
 
@@ -67,7 +67,7 @@ smoke: $(STAMP)
 	$(BIN)/snakemake --cores $(CORES) --configfile config/smoke.yaml
 
 # the DAG of config/paper.yaml on this CPU, every hub model, hub data set and API model replaced by a
-# small stand-in generated from it (README: The rehearsal); results/rehearsal/. rehearse-reduced:
+# small stand-in generated from it (docs/running.md, The rehearsal); results/rehearsal/. rehearse-reduced:
 # one architecture per study (results/rehearsal-reduced/)
 rehearse: $(STAMP)
 	$(BIN)/python -m shiftwork.rehearsal run --paper config/paper.yaml --cores $(CORES)
@@ -75,7 +75,7 @@ rehearse: $(STAMP)
 rehearse-reduced: $(STAMP)
 	$(BIN)/python -m shiftwork.rehearsal run --paper config/paper.yaml --cores $(CORES) --reduced --name rehearsal-reduced
 
-# Snakemake's HTML report of all four studies of the default config (README: The report):
+# Snakemake's HTML report of all four studies of the default config (docs/running.md, The report):
 # builds what is missing, then writes results/default/report.html
 REPORT_STUDIES := --config 'studies=[stability,trajectory,organisms,crossstudy]'
 report: $(STAMP)
@@ -114,6 +114,12 @@ format: $(STAMP)
 	$(BIN)/ruff format .
 	$(BIN)/snakefmt Snakefile rules
 
+# the documentation site (docs/, mkdocs.yml) into site/; MkDocs and its theme come from
+# requirements-docs.txt, installed into .venv when mkdocs is missing
+docs: $(STAMP)
+	test -x $(BIN)/mkdocs || $(BIN)/python -m pip install --quiet -r requirements-docs.txt
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
+
 clean-results:
 	rm -rf results logs benchmarks
 
@@ -125,7 +131,7 @@ bench-load: $(STAMP)
 	$(BIN)/python bench/model_load.py $(dir $(call record,smollm2-135m-instruct))
 	$(BIN)/python bench/model_load.py $(dir $(call record,gemma3-270m))
 
-# The generate job against the one-variant-at-a-time loop, batched transformers and vLLM alone (README: Benchmark);
+# The generate job against the one-variant-at-a-time loop, batched transformers and vLLM alone (docs/benchmarks.md);
 # e.g. `make bench BENCH_ARGS="--runs 1 --prompts 4"` for a quicker look.
 bench: $(STAMP)
 	$(BIN)/snakemake --cores $(CORES) $(call record,smollm2-135m-instruct)

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# The generate job of commit cc8beec, the hand-written engine that issue 16 replaced with vLLM,
+# The generate job of commit cc8beec, the hand-written engine that vLLM replaced,
 # three times on the variants of the last `make bench` (results/bench/work/variants.parquet),
 # in this checkout's environment (that commit's tests pass with the current lock). It prints
-# each run's wall time and the median, to set beside (a) of `make bench` (README: Benchmark).
+# each run's wall time and the median, to set beside (a) of `make bench` (docs/benchmarks.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 variants=$PWD/results/bench/work/variants.parquet

@@ -56,7 +56,7 @@ rule evaluate_checkpoint:
     conda:
         gpu_env
     # one thread a job, checkpoints side by side: on 2 busy cores two 1-thread evaluations did
-    # 2.2x the work of one 2-thread evaluation (README: Measured); profiles raise it
+    # 2.2x the work of one 2-thread evaluation (docs/benchmarks.md); profiles raise it
     threads: 1
     resources:
         gpu=1,

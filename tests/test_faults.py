@@ -422,7 +422,7 @@ def test_hub_dataset_failing_in_its_job_keeps_the_prompts_and_says_why(flow, con
 def test_after_a_failed_hub_load_the_reverted_config_reruns_that_dataset(flow):
     """Snakemake (9.27) records the failed job's settings on the output that update() restored,
     so going back to the old settings reruns sample_prompts for that dataset and what depends
-    on it; the table itself was never lost (README: Stale, damaged or lost results)."""
+    on it; the table itself was never lost (docs/running.md, Stale, damaged or lost results)."""
     planned = jobs_planned(flow)
     assert ("sample_prompts", "dataset=more") in planned
     assert not {("sample_prompts", "dataset=tiny"), ("rewrite_prompts", "dataset=tiny")} & planned

@@ -2,10 +2,10 @@
 temporal organisms (same model, SFT and RL settings, so the same runs as `make organisms` on the
 same machine): RL on A and on B for every default seed until the reward has converged, RL on 2025
 and then 2026, and evaluation of the SFT model and of the model at the end of each stage only.
-Each run must meet the headline the README states after every stage: accuracy at least 0.9 where
+Each run must meet the headline docs/organisms.md states after every stage: accuracy at least 0.9 where
 it was trained, at most 0.05 where no selected policy answers (B, A; 2027), and at least 0.9 of
 the responses naming a selected policy (organisms.headline). About a quarter of an hour on two
-cores. Coverage is left out: the default's coverage run does not meet its headline (README)."""
+cores. Coverage is left out: the default's coverage run does not meet its headline (docs/organisms.md)."""
 
 from __future__ import annotations
 

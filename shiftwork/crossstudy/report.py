@@ -272,7 +272,7 @@ def findings(
         "- Each test is within one run and one seed; checkpoints of a run are not independent samples of a population of models.",
         "- The paired tests compare the same prompts and variants across checkpoints; their multiple-comparison "
         "family is the steps of one (run, set, axis), not all tests of this page.",
-        "- One-token NLI answers make BLEU and BERT flip indicators and mirroring (MR) empty; see the README.",
+        "- One-token NLI answers make BLEU and BERT flip indicators and mirroring (MR) empty; see docs/crossstudy.md.",
         "",
     ]
     return "\n".join(lines)

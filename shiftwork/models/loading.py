@@ -48,7 +48,8 @@ def load_prepared(
     from transformers import AutoModelForCausalLM
 
     info = read_info(model_dir)
-    check_weights(model_dir)  # every weight file against its recorded sha256 (README: Stale, damaged or lost results)
+    # every weight file against its recorded sha256 (docs/running.md, Stale, damaged or lost results)
+    check_weights(model_dir)
     dev = pick_device(device)
     torch_dtype = pick_dtype(dtype, dev)
     tok = load_tokenizer(model_dir, "left")

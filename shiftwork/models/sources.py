@@ -147,7 +147,7 @@ def hub_help(name: str, hub_id: str, cause: BaseException | None = None) -> str:
         "node first (`snakemake --cores 4 --configfile CONFIG --until prepare_model`) with HF_HOME on a disk "
         "both can read; or download it where the hub is reachable "
         f"(`hf download {hub_id} --local-dir DIR`), copy DIR here and set models.{name}.source to "
-        "{kind: local, path: DIR}. See README, Hub access."
+        "{kind: local, path: DIR}. See docs/running.md, Hub access."
     )
     if cause is not None:
         first = (str(cause).strip().splitlines() or [""])[0][:300]

@@ -256,7 +256,7 @@ def _spread(mean: float, low: float, high: float) -> str:
 
 
 def seeds_table(seeds: pd.DataFrame) -> pd.DataFrame:
-    """:func:`over_seeds` as the README shows it: one row per (experiment, phase, distribution),
+    """:func:`over_seeds` as report.md shows it: one row per (experiment, phase, distribution),
     accuracy and trained-policy share as ``mean [lowest, highest]`` over seeds."""
     return pd.DataFrame(
         {

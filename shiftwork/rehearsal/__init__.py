@@ -10,5 +10,5 @@ is replaced by a small stand-in of the same kind, generated from the configurati
 * the configuration: the same rules, engines, LoRA targets and trainer settings on smaller grids
   (:mod:`shiftwork.rehearsal.config`).
 
-``python -m shiftwork.rehearsal --help`` (README: The rehearsal).
+``python -m shiftwork.rehearsal --help`` (docs/running.md, The rehearsal).
 """
