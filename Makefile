@@ -26,7 +26,7 @@ ifeq ($(LOCK),)
 $(error GPU must be cpu or cuda, not '$(GPU)')
 endif
 
-.PHONY: FORCE run trajectory organisms crossstudy organisms-smollm2 smoke rehearse rehearse-reduced report test lint format setup clean-results bench-load bench
+.PHONY: FORCE run trajectory organisms crossstudy organisms-smollm2 smoke rehearse rehearse-reduced report test lint format setup clean-results bench-load bench docs-config
 
 setup: $(STAMP)
 
@@ -96,6 +96,11 @@ lint: $(STAMP)
 	$(BIN)/snakemake -n --quiet --configfile config/paper.yaml
 	$(BIN)/snakemake organisms -n --quiet --configfile config/organisms-smollm2.yaml
 	$(BIN)/snakemake -n --quiet --configfile config/smoke.yaml
+	$(BIN)/python -m shiftwork.docs.lint
+
+# the configuration reference, docs/configuration.md, generated from config/schema/config.schema.yaml
+docs-config: $(STAMP)
+	$(BIN)/python -m shiftwork.docs.config_reference docs/configuration.md
 
 format: $(STAMP)
 	$(BIN)/ruff check --fix .
