@@ -26,7 +26,7 @@ ifeq ($(LOCK),)
 $(error GPU must be cpu or cuda, not '$(GPU)')
 endif
 
-.PHONY: FORCE run trajectory organisms crossstudy organisms-smollm2 smoke rehearse rehearse-reduced report test test-all lint format docs setup clean-results bench-load bench
+.PHONY: FORCE run trajectory organisms crossstudy organisms-smollm2 smoke rehearse rehearse-reduced report test test-all lint format docs docs-config setup clean-results bench-load bench
 
 setup: $(STAMP)
 
@@ -108,6 +108,11 @@ lint: $(STAMP)
 	$(BIN)/snakemake -n --quiet --configfile config/paper.yaml
 	$(BIN)/snakemake organisms -n --quiet --configfile config/organisms-smollm2.yaml
 	$(BIN)/snakemake -n --quiet --configfile config/smoke.yaml
+	$(BIN)/python -m shiftwork.docs.lint
+
+# the configuration reference, docs/configuration.md, generated from config/schema/config.schema.yaml
+docs-config: $(STAMP)
+	$(BIN)/python -m shiftwork.docs.config_reference docs/configuration.md
 
 format: $(STAMP)
 	$(BIN)/ruff check --fix .
@@ -117,6 +122,7 @@ format: $(STAMP)
 # the documentation site (docs/, mkdocs.yml) into site/; MkDocs and its theme come from
 # requirements-docs.txt, installed into .venv when mkdocs is missing
 docs: $(STAMP)
+	$(BIN)/python -m shiftwork.docs.config_reference --check docs/configuration.md
 	test -x $(BIN)/mkdocs || $(BIN)/python -m pip install --quiet -r requirements-docs.txt
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
 
