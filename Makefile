@@ -26,7 +26,7 @@ ifeq ($(LOCK),)
 $(error GPU must be cpu or cuda, not '$(GPU)')
 endif
 
-.PHONY: FORCE run trajectory organisms crossstudy organisms-smollm2 smoke rehearse rehearse-reduced report test test-all lint format docs docs-config setup clean-results bench-load bench
+.PHONY: FORCE run trajectory organisms crossstudy organisms-smollm2 smoke rehearse rehearse-reduced report test test-all lint format docs docs-config publish setup clean-results bench-load bench
 
 setup: $(STAMP)
 
@@ -111,6 +111,11 @@ lint: $(STAMP)
 	$(BIN)/python -m shiftwork.docs.lint
 
 # the configuration reference, docs/configuration.md, generated from config/schema/config.schema.yaml
+# the default run of the four studies (what it still needs), then docs/results/<study>.md from
+# its own reports and figures (shiftwork.docs.publish)
+publish: $(STAMP)
+	$(BIN)/python -m shiftwork.docs.publish --cores $(CORES)
+
 docs-config: $(STAMP)
 	$(BIN)/python -m shiftwork.docs.config_reference docs/configuration.md
 

@@ -88,7 +88,7 @@ def markers_for(item) -> set[str]:
     funcs = [item.function]
     info = getattr(item, "_fixtureinfo", None)
     for name in item.fixturenames:
-        for fdef in (info.name2fixturedefs.get(name, ()) if info else ()):
+        for fdef in info.name2fixturedefs.get(name, ()) if info else ():
             funcs.append(fdef.func)
     for func in funcs:
         found |= reach(func)

@@ -1,0 +1,200 @@
+"""Results pages written from a run: ``make publish`` runs the default targets of the four studies
+and writes ``docs/results/<study>.md`` from the run's own Markdown reports and figures, headed by
+the commit, the config, the date, the time and the CPU the run had.
+
+The head comes from ``results/NAME/publish.json``, written when this command ran jobs (or, the
+first time, for results made by another command); a second ``make publish`` with nothing to run
+reuses it, so its pages are byte-identical to the first's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import re
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+STUDIES = ("stability", "trajectory", "organisms", "crossstudy")
+TITLES = {"stability": "Stability", "trajectory": "Trajectory", "organisms": "Organisms", "crossstudy": "Cross-study"}
+#: the Markdown reports of each study, in the order a page shows them (those a run wrote)
+REPORTS = {
+    "stability": ("gate/report.md", "tables/main_table.md", "tables/dataset_table.md", "judge/sample.md"),
+    "trajectory": ("report.md", "figures.md"),
+    "organisms": ("report.md",),
+    "crossstudy": ("findings.md",),
+}
+
+
+def _duration(seconds: float) -> str:
+    minutes, secs = divmod(int(round(seconds)), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours} h {minutes} min" if hours else f"{minutes} min {secs} s"
+
+
+def job_time(benchmarks: Path) -> tuple[float, int]:
+    """Wall seconds summed over the jobs of Snakemake's benchmark files under ``benchmarks``,
+    and their number."""
+    total, jobs = 0.0, 0
+    for tsv in sorted(benchmarks.rglob("*.tsv")):
+        lines = tsv.read_text().splitlines()
+        if len(lines) >= 2 and lines[0].split("\t")[0] == "s":
+            total += sum(float(line.split("\t")[0]) for line in lines[1:] if line.strip())
+            jobs += 1
+    return total, jobs
+
+
+def shift_headings(markdown: str, by: int = 1) -> str:
+    """Every ATX heading ``by`` levels deeper (a report's title under the page's)."""
+    return re.sub(r"^(#{1,5}) ", lambda m: "#" * (len(m.group(1)) + by) + " ", markdown, flags=re.M)
+
+
+def figures(study_dir: Path) -> list[Path]:
+    """The PNG figures a study wrote, relative to its folder, in name order."""
+    if not study_dir.is_dir():
+        return []
+    return sorted(
+        p.relative_to(study_dir)
+        for p in study_dir.rglob("*.png")
+        if not any(part.startswith(".") for part in p.relative_to(study_dir).parts)
+    )
+
+
+def head(study: str, record: Mapping[str, Any]) -> str:
+    wall = record.get("wall_s")
+    timing = f"{_duration(record['job_s'])} summed over {record['jobs']} jobs (Snakemake's benchmark files)"
+    if wall is not None:
+        timing = f"{_duration(wall)} wall for the jobs `make publish` ran; " + timing
+    rows = [
+        ("commit", f"`{record['commit']}`"),
+        (
+            "config",
+            f"`{record['config']}` (sha256 `{record['config_sha256']}`), results in `results/{record['name']}/`",
+        ),
+        ("date", record["date"]),
+        ("time", timing),
+        ("CPU", f"{record['cpu']}, {record['cores']} cores"),
+    ]
+    table = "\n".join(f"| {k} | {v} |" for k, v in rows)
+    return (
+        f"# {TITLES[study]} results\n\n"
+        f"*Written by `make publish` from the run's own reports in `results/{record['name']}/{study}/`;"
+        " do not edit by hand.*\n\n| run | |\n| --- | --- |\n" + table + "\n"
+    )
+
+
+def page(study: str, study_dir: Path, record: Mapping[str, Any]) -> str:
+    """The Markdown page of one study: the head, each report it wrote, then its figures."""
+    parts = [head(study, record)]
+    for rel in REPORTS[study]:
+        path = study_dir / rel
+        if path.is_file():
+            parts.append(f"<!-- {rel} -->\n" + shift_headings(path.read_text().strip()) + "\n")
+    pngs = figures(study_dir)
+    if pngs:
+        lines = ["## Figures\n"]
+        lines += [f"![{p.as_posix()}]({study}/{p.as_posix()})\n\n`{p.as_posix()}`\n" for p in pngs]
+        parts.append("\n".join(lines))
+    if len(parts) == 1:
+        parts.append(f"The run wrote no report for this study (is `{study}` in the config's `studies`?).\n")
+    return "\n".join(parts)
+
+
+def write_pages(results: Path, out: Path, record: Mapping[str, Any]) -> list[Path]:
+    """Write ``out/<study>.md`` for every study (one the run did not make says so) and copy each
+    study's figures to ``out/<study>/``. Returns the pages written."""
+    out.mkdir(parents=True, exist_ok=True)
+    written = []
+    for study in STUDIES:
+        study_dir = results / study
+        target = out / study
+        if target.exists():
+            shutil.rmtree(target)
+        for rel in figures(study_dir):
+            (target / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(study_dir / rel, target / rel)
+        path = out / f"{study}.md"
+        path.write_text(page(study, study_dir, record))
+        written.append(path)
+    return written
+
+
+def _git(workdir: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(workdir), *args], capture_output=True, text=True).stdout.strip()
+
+
+def make_record(workdir: Path, configfile: Path, name: str, cores: int, wall: float | None) -> dict[str, Any]:
+    """What the pages' head says of a run: read from the checkout, the config, the benchmark
+    files and this CPU."""
+    from shiftwork.precision import cpu_capability
+
+    commit = _git(workdir, "rev-parse", "--short=12", "HEAD") or "unknown"
+    if _git(workdir, "status", "--porcelain", "--untracked-files=no"):
+        commit += " (with uncommitted changes)"
+    job_s, jobs = job_time(workdir / "benchmarks" / name)
+    return {
+        "commit": commit,
+        "config": str(configfile),
+        "config_sha256": hashlib.sha256((workdir / configfile).read_bytes()).hexdigest()[:16],
+        "name": name,
+        "date": datetime.now(UTC).strftime("%Y-%m-%d"),
+        "wall_s": None if wall is None else round(wall, 1),
+        "job_s": round(job_s, 1),
+        "jobs": jobs,
+        "cpu": cpu_capability()["label"],
+        "cores": cores,
+    }
+
+
+def snakemake(workdir: Path, configfile: Path, cores: int, *extra: str) -> subprocess.CompletedProcess:
+    studies = "studies=[" + ",".join(STUDIES) + "]"
+    cmd = [sys.executable, "-m", "snakemake", "--cores", str(cores), "--configfile", str(configfile)]
+    cmd += ["--config", studies, *extra]
+    return subprocess.run(cmd, cwd=workdir, capture_output=True, text=True)
+
+
+def publish(workdir: Path, configfile: Path, name: str, out: Path, cores: int) -> list[Path]:
+    """Run what the four studies still need, then write their pages."""
+    plan = snakemake(workdir, configfile, cores, "-n")
+    if plan.returncode != 0:
+        raise RuntimeError("snakemake dry run failed:\n" + plan.stdout[-3000:] + plan.stderr[-3000:])
+    record_path = workdir / "results" / name / "publish.json"
+    to_do = "Nothing to be done" not in plan.stdout + plan.stderr
+    wall = None
+    if to_do:
+        start = time.perf_counter()
+        proc = snakemake(workdir, configfile, cores)
+        wall = time.perf_counter() - start
+        if proc.returncode != 0:
+            raise RuntimeError("snakemake failed:\n" + proc.stderr[-4000:])
+    if to_do or not record_path.is_file():
+        record = make_record(workdir, configfile, name, cores, wall)
+        tmp = record_path.with_name(".publish.json.tmp")
+        tmp.write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
+        tmp.replace(record_path)
+    record = json.loads(record_path.read_text())
+    return write_pages(workdir / "results" / name, out, record)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m shiftwork.docs.publish", description=__doc__)
+    parser.add_argument("--workdir", type=Path, default=Path("."), help="the checkout that runs (default: here)")
+    parser.add_argument("--configfile", type=Path, default=Path("config/config.yaml"))
+    parser.add_argument("--name", default="default", help="the config's name (its results/NAME folder)")
+    parser.add_argument("--out", type=Path, default=Path("docs/results"))
+    parser.add_argument("--cores", type=int, default=2)
+    args = parser.parse_args(argv)
+    for path in publish(args.workdir, args.configfile, args.name, args.out, args.cores):
+        print(f"wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

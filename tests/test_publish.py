@@ -1,0 +1,88 @@
+"""Results pages from a run's own reports (shiftwork.docs.publish), on a hand-made results tree."""
+
+import json
+import subprocess
+
+import pytest
+
+from shiftwork.docs import publish as pub
+
+RECORD = {
+    "commit": "abc123def456",
+    "config": "config/config.yaml",
+    "config_sha256": "0123456789abcdef",
+    "name": "default",
+    "date": "2026-12-03",
+    "wall_s": None,
+    "job_s": 3725.0,
+    "jobs": 7,
+    "cpu": "AVX2, bf16 emulated",
+    "cores": 2,
+}
+
+
+@pytest.fixture()
+def work(tmp_path):
+    res = tmp_path / "results" / "default"
+    (res / "trajectory" / "figures").mkdir(parents=True)
+    (res / "trajectory" / "report.md").write_text("# Trajectory study\n\n## Accuracy\n\n| a |\n| --- |\n| 1 |\n")
+    (res / "trajectory" / "figures.md").write_text("# Figures\n\n- one\n")
+    (res / "trajectory" / "figures" / "scatter.png").write_bytes(b"\x89PNG fake")
+    (res / "trajectory" / ".hidden.png").write_bytes(b"no")
+    (res / "organisms").mkdir()
+    bench = tmp_path / "benchmarks" / "default" / "rule"
+    bench.mkdir(parents=True)
+    header = "s\th:m:s\tmax_rss\n"
+    (bench / "a.tsv").write_text(header + "20.5\t0:00:20\t1\n")
+    (bench / "b.tsv").write_text(header + "100.25\t0:01:40\t1\n")
+    (bench / "c.tsv").write_text("not a benchmark\n")
+    return tmp_path
+
+
+def test_job_time_sums_the_benchmark_files(work):
+    assert pub.job_time(work / "benchmarks" / "default") == (120.75, 2)
+
+
+def test_headings_go_one_level_down():
+    assert pub.shift_headings("# A\ntext # not\n## B\n###### F") == "## A\ntext # not\n### B\n###### F"
+
+
+def test_the_page_has_the_head_the_reports_and_the_figures(work):
+    text = pub.page("trajectory", work / "results" / "default" / "trajectory", RECORD)
+    lines = text.splitlines()
+    assert lines[0] == "# Trajectory results"
+    assert "| commit | `abc123def456` |" in lines
+    assert "| time | 1 h 2 min summed over 7 jobs (Snakemake's benchmark files) |" in lines
+    assert "| CPU | AVX2, bf16 emulated, 2 cores |" in lines
+    # the reports in their order, a level down
+    assert lines.index("## Trajectory study") < lines.index("### Accuracy") < lines.index("## Figures", 0)
+    assert "![figures/scatter.png](trajectory/figures/scatter.png)" in lines
+    assert ".hidden" not in text
+    walled = pub.page("trajectory", work / "results" / "default" / "trajectory", {**RECORD, "wall_s": 65.4})
+    assert "| time | 1 min 5 s wall for the jobs `make publish` ran; 1 h 2 min summed" in walled
+
+
+def test_a_second_publish_with_nothing_to_run_writes_the_same_bytes(work, monkeypatch):
+    (work / "config").mkdir()
+    (work / "config" / "config.yaml").write_text("name: default\n")
+    calls = []
+
+    def fake(workdir, configfile, cores, *extra):
+        calls.append(extra)
+        return subprocess.CompletedProcess(
+            [], 0, "Building DAG of jobs...\nNothing to be done (all requested files are present and up to date).\n", ""
+        )
+
+    monkeypatch.setattr(pub, "snakemake", fake)
+    out = work / "docs" / "results"
+    first = pub.publish(work, pub.Path("config/config.yaml"), "default", out, 2)
+    assert [p.name for p in first] == ["stability.md", "trajectory.md", "organisms.md", "crossstudy.md"]
+    snapshot = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    record = json.loads((work / "results" / "default" / "publish.json").read_text())
+    assert record["wall_s"] is None and record["jobs"] == 2 and record["job_s"] == 120.8  # rounded to tenths
+    assert (out / "trajectory" / "figures" / "scatter.png").read_bytes() == b"\x89PNG fake"
+    pub.publish(work, pub.Path("config/config.yaml"), "default", out, 2)
+    assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == snapshot
+    assert calls == [("-n",), ("-n",)]  # dry runs only: nothing was run
+    assert "wrote no report" in (out / "organisms.md").read_text()
+    assert "wrote no report" in (out / "stability.md").read_text()  # no folder at all
