@@ -155,6 +155,7 @@ GPU_RULES = {
 }
 
 
+@pytest.mark.lint  # a Snakemake dry run with the SLURM executor, in a subprocess
 def test_gpu_rules_use_the_cuda_environment_on_slurm(tmp_path):
     """Each rule's conda environment as Snakemake works it out for a job, under each executor:
     slurm (the main process, profiles/slurm) and slurm-jobstep (the job on its node) agree. In a

@@ -203,6 +203,7 @@ def test_vllm_responses_equal_transformers_generate(lm, prepared_smollm):
     assert any(g.stopped for g in ours) and not all(g.stopped for g in ours)
 
 
+@pytest.mark.model  # builds random models of two real architectures: slow on a CPU
 @pytest.mark.parametrize("hub_id", ["Qwen/Qwen3.5-9B", "meta-llama/Llama-3.2-1B"])
 def test_probe_scores_equal_a_full_forward_pass_with_or_without_a_shared_prefix(tmp_path, hub_id):
     """Qwen3.5's hybrid cache cannot be copied per row (its linear-attention layers have no

@@ -188,6 +188,7 @@ def test_loading_refuses_weights_that_changed_after_preparation(prepared_smollm,
     assert load_prepared(prepared_smollm).name == "smollm2-135m-instruct"
 
 
+@pytest.mark.model  # runs the prepare script in a process of its own (torch, transformers)
 def test_prepare_script_exits_with_one_paragraph_when_the_hub_model_cannot_be_had(tmp_path):
     """scripts/prepare_model.py as Snakemake runs it (a ``snakemake`` object in its globals), for a
     hub id that does not exist, offline: status 1, the message alone on stderr and in the log."""

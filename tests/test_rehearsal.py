@@ -48,6 +48,7 @@ def test_every_hub_model_of_the_paper_has_a_family_of_its_real_architecture():
     assert hub_models(PAPER)["google/gemma-2b-it"] is True and hub_models(PAPER)["google/gemma-3-1b-pt"] is False
 
 
+@pytest.mark.model  # builds and saves a random model of each architecture: slow on a CPU
 @pytest.mark.parametrize(
     ("hub_id", "chat", "model_type", "dtype", "pad", "first_token"),
     [

@@ -236,6 +236,7 @@ def scratch_dir(tmp_path_factory) -> Path:
     return out
 
 
+@pytest.mark.model  # trains a scratch organism twice: slow on a CPU
 def test_rl_killed_in_its_second_stage_resumes_there_with_the_same_result(scratch_dir, tmp_path, monkeypatch, caplog):
     """In-process (a callback raises where a kill would land): RL of two 3-step stages on a tiny
     scratch model, stopped at step 2 of stage 1 (global step 5) with resumable state saved every
