@@ -13,7 +13,8 @@ RECORD = {
     "config_sha256": "0123456789abcdef",
     "name": "default",
     "date": "2026-12-03",
-    "wall_s": None,
+    "elapsed_s": 2000.0,
+    "runs": 2,
     "job_s": 3725.0,
     "jobs": 7,
     "cpu": "AVX2, bf16 emulated",
@@ -36,11 +37,24 @@ def work(tmp_path):
     (bench / "a.tsv").write_text(header + "20.5\t0:00:20\t1\n")
     (bench / "b.tsv").write_text(header + "100.25\t0:01:40\t1\n")
     (bench / "c.tsv").write_text("not a benchmark\n")
+    logs = tmp_path / ".snakemake" / "log"
+    logs.mkdir(parents=True)
+    ran = "rule x:\n    output: results/default/trajectory/report.md\n1 of 1 steps (100%) done\n"
+    (logs / "a.snakemake.log").write_text(ran + "Elapsed time: 0:59:00.500000\n")
+    (logs / "b.snakemake.log").write_text(ran + "Elapsed time: 0:03:03\n")
+    (logs / "c.snakemake.log").write_text(ran.replace("default", "smoke") + "Elapsed time: 0:10:00\n")
+    (logs / "d.snakemake.log").write_text("Nothing to be done.\nresults/default/\nElapsed time: 0:00:09\n")
+    (logs / "e.snakemake.log").write_text(ran)  # stopped before it finished: no elapsed time
     return tmp_path
 
 
 def test_job_time_sums_the_benchmark_files(work):
     assert pub.job_time(work / "benchmarks" / "default") == (120.75, 2)
+
+
+def test_run_time_sums_the_runs_that_wrote_into_the_configs_folder(work):
+    # a and b: 59 min 0.5 s + 3 min 3 s; c wrote elsewhere, d ran nothing, e has no elapsed time
+    assert pub.run_time(work, "default") == (3723.5, 2)
 
 
 def test_headings_go_one_level_down():
@@ -52,14 +66,15 @@ def test_the_page_has_the_head_the_reports_and_the_figures(work):
     lines = text.splitlines()
     assert lines[0] == "# Trajectory results"
     assert "| commit | `abc123def456` |" in lines
-    assert "| time | 1 h 2 min summed over 7 jobs (Snakemake's benchmark files) |" in lines
+    assert (
+        "| time | 33 min 20 s elapsed over the 2 Snakemake runs that wrote into `results/default/` (reruns"
+        " included); 1 h 2 min of job time summed over the 7 jobs with a benchmark file |"
+    ) in lines
     assert "| CPU | AVX2, bf16 emulated, 2 cores |" in lines
     # the reports in their order, a level down
     assert lines.index("## Trajectory study") < lines.index("### Accuracy") < lines.index("## Figures", 0)
     assert "![figures/scatter.png](trajectory/figures/scatter.png)" in lines
     assert ".hidden" not in text
-    walled = pub.page("trajectory", work / "results" / "default" / "trajectory", {**RECORD, "wall_s": 65.4})
-    assert "| time | 1 min 5 s wall for the jobs `make publish` ran; 1 h 2 min summed" in walled
 
 
 def test_a_second_publish_with_nothing_to_run_writes_the_same_bytes(work, monkeypatch):
@@ -79,7 +94,8 @@ def test_a_second_publish_with_nothing_to_run_writes_the_same_bytes(work, monkey
     assert [p.name for p in first] == ["stability.md", "trajectory.md", "organisms.md", "crossstudy.md"]
     snapshot = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
     record = json.loads((work / "results" / "default" / "publish.json").read_text())
-    assert record["wall_s"] is None and record["jobs"] == 2 and record["job_s"] == 120.8  # rounded to tenths
+    assert record["jobs"] == 2 and record["job_s"] == 120.8  # rounded to tenths
+    assert (record["runs"], record["elapsed_s"]) == (2, 3723.5)
     assert (out / "trajectory" / "figures" / "scatter.png").read_bytes() == b"\x89PNG fake"
     pub.publish(work, pub.Path("config/config.yaml"), "default", out, 2)
     assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == snapshot

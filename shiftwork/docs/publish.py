@@ -1,6 +1,8 @@
 """Results pages written from a run: ``make publish`` runs the default targets of the four studies
 and writes ``docs/results/<study>.md`` from the run's own Markdown reports and figures, headed by
-the commit, the config, the date, the time and the CPU the run had.
+the commit, the config, the date, the time and the CPU the run had (the time: Snakemake's own
+elapsed time of the runs that wrote the results, from ``.snakemake/log``, and the jobs' time from
+their benchmark files).
 
 The head comes from ``results/NAME/publish.json``, written when this command ran jobs (or, the
 first time, for results made by another command); a second ``make publish`` with nothing to run
@@ -16,7 +18,6 @@ import re
 import shutil
 import subprocess
 import sys
-import time
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -51,6 +52,21 @@ def job_time(benchmarks: Path) -> tuple[float, int]:
     return total, jobs
 
 
+def run_time(workdir: Path, name: str) -> tuple[float, int]:
+    """Elapsed seconds summed over the Snakemake runs (``.snakemake/log``) that ran jobs writing
+    into ``results/NAME/``, reruns included, and their number."""
+    total, runs = 0.0, 0
+    for log in sorted((workdir / ".snakemake" / "log").glob("*.snakemake.log")):
+        text = log.read_text(errors="replace")
+        elapsed = re.search(r"^Elapsed time: (?:(\d+) days?, )?(\d+):(\d+):([\d.]+)$", text, re.M)
+        if elapsed is None or f"results/{name}/" not in text or not re.search(r"^\d+ of \d+ steps", text, re.M):
+            continue
+        days, hours, minutes, seconds = elapsed.groups()
+        total += int(days or 0) * 86400 + int(hours) * 3600 + int(minutes) * 60 + float(seconds)
+        runs += 1
+    return total, runs
+
+
 def shift_headings(markdown: str, by: int = 1) -> str:
     """Every ATX heading ``by`` levels deeper (a report's title under the page's)."""
     return re.sub(r"^(#{1,5}) ", lambda m: "#" * (len(m.group(1)) + by) + " ", markdown, flags=re.M)
@@ -68,10 +84,11 @@ def figures(study_dir: Path) -> list[Path]:
 
 
 def head(study: str, record: Mapping[str, Any]) -> str:
-    wall = record.get("wall_s")
-    timing = f"{_duration(record['job_s'])} summed over {record['jobs']} jobs (Snakemake's benchmark files)"
-    if wall is not None:
-        timing = f"{_duration(wall)} wall for the jobs `make publish` ran; " + timing
+    timing = (
+        f"{_duration(record['elapsed_s'])} elapsed over the {record['runs']} Snakemake runs that wrote"
+        f" into `results/{record['name']}/` (reruns included); {_duration(record['job_s'])} of job time"
+        f" summed over the {record['jobs']} jobs with a benchmark file"
+    )
     rows = [
         ("commit", f"`{record['commit']}`"),
         (
@@ -130,7 +147,7 @@ def _git(workdir: Path, *args: str) -> str:
     return subprocess.run(["git", "-C", str(workdir), *args], capture_output=True, text=True).stdout.strip()
 
 
-def make_record(workdir: Path, configfile: Path, name: str, cores: int, wall: float | None) -> dict[str, Any]:
+def make_record(workdir: Path, configfile: Path, name: str, cores: int) -> dict[str, Any]:
     """What the pages' head says of a run: read from the checkout, the config, the benchmark
     files and this CPU."""
     from shiftwork.precision import cpu_capability
@@ -139,13 +156,15 @@ def make_record(workdir: Path, configfile: Path, name: str, cores: int, wall: fl
     if _git(workdir, "status", "--porcelain", "--untracked-files=no"):
         commit += " (with uncommitted changes)"
     job_s, jobs = job_time(workdir / "benchmarks" / name)
+    elapsed, runs = run_time(workdir, name)
     return {
         "commit": commit,
         "config": str(configfile),
         "config_sha256": hashlib.sha256((workdir / configfile).read_bytes()).hexdigest()[:16],
         "name": name,
         "date": datetime.now(UTC).strftime("%Y-%m-%d"),
-        "wall_s": None if wall is None else round(wall, 1),
+        "elapsed_s": round(elapsed, 1),
+        "runs": runs,
         "job_s": round(job_s, 1),
         "jobs": jobs,
         "cpu": cpu_capability()["label"],
@@ -167,15 +186,12 @@ def publish(workdir: Path, configfile: Path, name: str, out: Path, cores: int) -
         raise RuntimeError("snakemake dry run failed:\n" + plan.stdout[-3000:] + plan.stderr[-3000:])
     record_path = workdir / "results" / name / "publish.json"
     to_do = "Nothing to be done" not in plan.stdout + plan.stderr
-    wall = None
     if to_do:
-        start = time.perf_counter()
         proc = snakemake(workdir, configfile, cores)
-        wall = time.perf_counter() - start
         if proc.returncode != 0:
             raise RuntimeError("snakemake failed:\n" + proc.stderr[-4000:])
     if to_do or not record_path.is_file():
-        record = make_record(workdir, configfile, name, cores, wall)
+        record = make_record(workdir, configfile, name, cores)
         tmp = record_path.with_name(".publish.json.tmp")
         tmp.write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
         tmp.replace(record_path)
