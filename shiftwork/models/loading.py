@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from shiftwork.device import ATTENTION, pick_device, pick_dtype
-from shiftwork.models.prepare import INFO_FILE, check_weights, read_info
+from shiftwork.models.weights import INFO_FILE, check_weights, read_info
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase

@@ -11,14 +11,10 @@ import importlib
 import importlib.util
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-
-class ModelSourceError(RuntimeError):
-    """A model's weights cannot be found; the message says how to provide them."""
-
+from shiftwork.models.located import Located, ModelSourceError
 
 API_KIND = "openai_compatible"
 
@@ -26,18 +22,6 @@ API_KIND = "openai_compatible"
 def is_api(source: Mapping[str, Any]) -> bool:
     """Whether the model is served over an OpenAI-compatible API (no weights to prepare or load)."""
     return source.get("kind") == API_KIND
-
-
-@dataclass(frozen=True)
-class Located:
-    """What ``from_pretrained`` needs: a directory or hub id, and optionally a GGUF file in it."""
-
-    path: str
-    gguf_file: str | None = None
-    revision: str | None = None
-    scratch: bool = False
-    # set for a checkpoint of a training run: the directory of the model it was trained from
-    base: str | None = None
 
 
 def pip_name(module: str) -> str:
@@ -236,7 +220,7 @@ def source_problems(name: str, source: Mapping[str, Any], check_keys: bool = Tru
             ]
         return []
     if kind == "local":
-        from shiftwork.models.prepare import safetensors_problem
+        from shiftwork.models.weights import safetensors_problem
 
         path = Path(source["path"])
         if not (path / "config.json").is_file():

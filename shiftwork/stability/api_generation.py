@@ -83,7 +83,7 @@ def generate_api_responses(
     """Greedy replies of an API model to the baseline and every kept variant, and the probes it
     allows (see the module docstring); one pair of tables per filtered table, in order. Every
     distinct input is requested once, through the response cache in ``cache_dir``."""
-    from shiftwork.stability.steps import _throughput, baseline_rows, shard_rows
+    from shiftwork.stability.rows import baseline_rows, shard_rows, throughput
 
     filtered_paths, out_generations, out_probes = (
         [p] if isinstance(p, str) else list(p) for p in (filtered_paths, out_generations, out_probes)
@@ -146,5 +146,5 @@ def generate_api_responses(
         write_table(gens.loc[gens["part"] == part, GENERATION_COLUMNS], g_path, gen_prov)
         write_table(probes.loc[probes["part"] == part, PROBE_COLUMNS], p_path, probe_prov)
     n_tokens = int(sum(r.n_tokens for r in results))
-    stats = _throughput("generate over the API", len(variants), len(unique), n_tokens, seconds)
+    stats = throughput("generate over the API", len(variants), len(unique), n_tokens, seconds)
     return stats | counts

@@ -21,40 +21,13 @@ from shiftwork.models.prepare import read_info
 from shiftwork.provenance import make_provenance
 from shiftwork.stability import gate as gate_mod
 from shiftwork.stability.prompts import load_prompts
+from shiftwork.stability.rows import baseline_rows, shard_rows, throughput
 from shiftwork.stability.variants.build import build_variants_counted
 from shiftwork.stability.variants.structural import merge_cache, rewrite_requests, run_rewrites
 from shiftwork.tables import TableWriter, read_cache, read_table, write_table, write_text
 
 KEYS = ["model", "dataset", "prompt_id", "variant_id"]
 VARIANT_META = ["family", "kind", "position", "strength"]
-
-
-def _throughput(step: str, n_rows: int, n_unique: int, n_tokens: int, seconds: float) -> dict[str, Any]:
-    stats = {
-        "rows": n_rows,
-        "unique_inputs": n_unique,
-        "tokens": n_tokens,
-        "seconds": round(seconds, 3),
-        "variant_evals_per_s": round(n_rows / seconds, 3) if seconds else None,
-        "tokens_per_s": round(n_tokens / seconds, 3) if seconds else None,
-    }
-    LOGGER.info("%s throughput: %s", step, stats)
-    return stats
-
-
-def shard_rows(frame: pd.DataFrame, shard: int, n_shards: int) -> pd.DataFrame:
-    """The rows of the ``shard``-th (0-based) of ``n_shards`` groups of prompts.
-
-    Prompts are taken in order of first appearance and split into contiguous groups whose
-    sizes differ by at most one; every row of a prompt (its baseline and all its variants)
-    lands in the same shard, as probing a variant needs its prompt's baseline."""
-    if not 0 <= shard < n_shards:
-        raise ValueError(f"shard must be in 0..{n_shards - 1}, got {shard}")
-    if n_shards == 1:
-        return frame
-    prompts = pd.unique(frame["prompt_id"])
-    mine = np.array_split(prompts, n_shards)[shard]
-    return frame[frame["prompt_id"].isin(mine)]
 
 
 def merge_shards(shard_paths: list[str], out: str, keys: list[str] = KEYS) -> int:
@@ -100,19 +73,6 @@ def merge_generations(shard_paths: list[str], out: str) -> int:
 def merge_probes(shard_paths: list[str], out: str) -> int:
     """Rule merge_probes: the shards of one model x dataset's probes, as one table."""
     return merge_shards(shard_paths, out)
-
-
-def baseline_rows(variants: pd.DataFrame, source: str) -> pd.Series:
-    """The index of each prompt's baseline row, by prompt id; fails naming the prompts that have
-    no baseline row or more than one."""
-    base = variants[variants["family"] == "baseline"]
-    dup = base["prompt_id"].duplicated()
-    if dup.any():
-        raise ValueError(f"{source}: more than one baseline row for prompts {sorted(set(base.loc[dup, 'prompt_id']))}")
-    missing = sorted(set(variants["prompt_id"]) - set(base["prompt_id"]))
-    if missing:
-        raise ValueError(f"{source}: no baseline row for prompts {missing}")
-    return pd.Series(base.index, index=base["prompt_id"])
 
 
 def generate_responses(
@@ -285,7 +245,7 @@ def generate_responses(
                 probe_writer.write(pd.DataFrame(columns=probe_columns))
     times["probed"] = time.perf_counter()
     n_tokens = int(sum(answer[t].n_tokens for t in unique_inputs))
-    stats = _throughput("generate and probe", len(variants), len(keys), n_tokens, times["probed"] - times["start"])
+    stats = throughput("generate and probe", len(variants), len(keys), n_tokens, times["probed"] - times["start"])
     return stats | phase_seconds(times)
 
 
