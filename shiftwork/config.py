@@ -12,18 +12,10 @@ from pathlib import Path
 from typing import Any
 
 import jsonschema
-import yaml
 
-SCHEMA_PATH = Path(__file__).resolve().parent.parent / "config" / "schema" / "config.schema.yaml"
-
-
-class ConfigError(ValueError):
-    """The configuration does not match the schema or refers to something undefined."""
-
-
-def load_schema(path: str | Path = SCHEMA_PATH) -> dict:
-    with open(path) as fh:
-        return yaml.safe_load(fh)
+from shiftwork.schema import SCHEMA_PATH as SCHEMA_PATH
+from shiftwork.schema import ConfigError as ConfigError
+from shiftwork.schema import load_schema as load_schema
 
 
 def _key(path: Iterable[Any]) -> str:
