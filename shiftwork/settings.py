@@ -1,7 +1,8 @@
 """Typed settings: one config section reaches its code as one frozen object.
 
 A section's settings class is a frozen dataclass whose fields are the section's keys in the
-schema, declared with :class:`Section`::
+schema, declared with :class:`Section` in its study's ``sections`` module
+(``shiftwork/<study>/sections.py``)::
 
     @dataclass(frozen=True)
     class AxesSettings(Section, section=("stability", "axes")):

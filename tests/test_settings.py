@@ -11,13 +11,13 @@ from shiftwork.schema import ConfigError, section_schema
 from shiftwork.settings import SECTIONS, Section
 
 
-def _import_config_modules() -> None:
+def _import_section_modules() -> None:
     for info in pkgutil.walk_packages(shiftwork.__path__, "shiftwork."):
-        if info.name.rsplit(".", 1)[-1] == "config":
+        if info.name.rsplit(".", 1)[-1] == "sections":
             importlib.import_module(info.name)
 
 
-_import_config_modules()
+_import_section_modules()
 
 
 @pytest.mark.parametrize("cls", SECTIONS, ids=lambda c: c.__name__)

@@ -1,4 +1,3 @@
-"""The organisms study's config: its checks, its run naming and its sections' typed settings
-(:mod:`shiftwork.settings`)."""
+"""The organisms study's config checks and run naming (composed by :mod:`shiftwork.config`)."""
 
 from __future__ import annotations
