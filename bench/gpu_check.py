@@ -246,7 +246,7 @@ def generate_check(model_dir: Path, texts: list[str], new_tokens: int, weight_by
     from vllm import SamplingParams
 
     from shiftwork.inference.batching import kv_token_bytes
-    from shiftwork.inference.generation import VllmEngine
+    from shiftwork.inference.generation import EngineSize, VllmEngine
     from shiftwork.models.loading import load_tokenizer
 
     start = time.perf_counter()
@@ -256,9 +256,7 @@ def generate_check(model_dir: Path, texts: list[str], new_tokens: int, weight_by
         False,
         mode.dtype,
         mode.torch_device,
-        1024,
-        len(texts),
-        threads=mode.threads,
+        EngineSize(1024, len(texts), threads=mode.threads),
     )
     llm = engine.llm
     ready = time.perf_counter()

@@ -275,11 +275,8 @@ rule score_axes:
         judge_api=judge_api,
         judge_cache=judge_cache,
         judge_name=JUDGE,
-        bleu=STABILITY["axes"]["bleu"],
-        bert_scale=STABILITY["axes"]["bert_scale"],
-        bert_baseline=STABILITY["axes"]["bert_baseline"],
+        axes=STABILITY["axes"],
         seed=STABILITY["seed"],
-        noise_detector=STABILITY["axes"]["noise_detector"],
     script:
         "../scripts/score_axes.py"
 

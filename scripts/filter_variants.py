@@ -11,8 +11,5 @@ with log_to(snakemake.log[0]), claim_gpu():
         snakemake.params.encoder,
         snakemake.params.encoder_spec,
         snakemake.params.gate,
-        snakemake.output.kept,
-        snakemake.output.summary,
-        snakemake.output.dropped,
-        snakemake.output.scores,
+        dict(snakemake.output.items()),
     )

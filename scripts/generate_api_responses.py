@@ -1,4 +1,12 @@
 from shiftwork.logs import log_to
+from shiftwork.stability.jobs import ApiJob
+
+job = ApiJob(
+    source=snakemake.params.source,
+    chat=snakemake.params.chat,
+    max_new_tokens=snakemake.params.max_new_tokens,
+    cache_dir=snakemake.params.cache,
+)
 
 with log_to(snakemake.log[0]):
     from shiftwork.stability.steps import generate_api_responses
@@ -6,10 +14,7 @@ with log_to(snakemake.log[0]):
     generate_api_responses(
         snakemake.input.variants,
         snakemake.wildcards.model,
-        snakemake.params.source,
-        snakemake.params.chat,
         snakemake.output.generations,
         snakemake.output.probes,
-        snakemake.params.max_new_tokens,
-        snakemake.params.cache,
+        job,
     )

@@ -25,15 +25,16 @@ from shiftwork.inference.api import (
     ApiError,
     ApiSettings,
     ResponseCache,
-    make_complete,
     mean_topk_entropy,
     parse_reply,
     request_key,
     topk_entropy,
 )
+from shiftwork.inference.engine import make_complete
 from shiftwork.logs import log_to
 from shiftwork.rehearsal.server import stop
-from shiftwork.stability.api_generation import generate_api_responses
+from shiftwork.stability.api_generation import api_responses
+from shiftwork.stability.jobs import ApiJob
 from shiftwork.stability.judge import api_completer, judge_pairs
 from shiftwork.tables import read_provenance, write_table
 
@@ -313,15 +314,13 @@ def test_a_filtered_table_without_rows_gives_empty_tables_and_sends_nothing(tmp_
     monkeypatch.setenv(KEY_ENV, KEY)
     filtered = write_table(_variants().iloc[0:0], tmp_path / "filtered.parquet")
     with log_to(tmp_path / "empty.log"):
-        stats = generate_api_responses(
+        source = _source("http://127.0.0.1:9/v1", requests_per_minute=0, max_retries=0)
+        stats = api_responses(
             str(filtered),
             "smol-api",
-            _source("http://127.0.0.1:9/v1", requests_per_minute=0, max_retries=0),
-            True,
             str(tmp_path / "generations.parquet"),
             str(tmp_path / "probes.parquet"),
-            max_new_tokens=4,
-            cache_dir=str(tmp_path / "cache"),
+            ApiJob(source, True, max_new_tokens=4, cache_dir=str(tmp_path / "cache")),
         )
     assert stats["rows"] == 0 and stats["unique_inputs"] == 0
     gens, probes = pd.read_parquet(tmp_path / "generations.parquet"), pd.read_parquet(tmp_path / "probes.parquet")
@@ -340,15 +339,12 @@ def test_generation_over_the_api_then_a_rerun_from_the_cache(api_server, tmp_pat
 
     def run(tag):
         with log_to(out / f"{tag}.log"):
-            return generate_api_responses(
+            return api_responses(
                 str(filtered),
                 "smol-api",
-                source,
-                True,
                 str(out / f"{tag}_generations.parquet"),
                 str(out / f"{tag}_probes.parquet"),
-                max_new_tokens=12,
-                cache_dir=str(cache),
+                ApiJob(source, True, max_new_tokens=12, cache_dir=str(cache)),
             )
 
     before = _posts(server_log)
@@ -452,6 +448,8 @@ def test_api_model_scored_with_an_api_judge_then_rerun_from_the_cache(api_server
     nothing."""
     import yaml
 
+    from shiftwork.stability.jobs import AxesJob, TextModel
+    from shiftwork.stability.sections import AxesSettings
     from shiftwork.stability.steps import score_axes
 
     base_url, server_log = api_server
@@ -472,14 +470,18 @@ def test_api_model_scored_with_an_api_judge_then_rerun_from_the_cache(api_server
 
     def run(tag):
         with log_to(out / f"{tag}.log"):
-            generate_api_responses(
-                str(filtered), "smol-api", source, True, str(out / f"{tag}_g.parquet"),
-                str(out / f"{tag}_p.parquet"), max_new_tokens=12, cache_dir=str(cache / "smol-api"),
+            api_responses(
+                str(filtered), "smol-api", str(out / f"{tag}_g.parquet"), str(out / f"{tag}_p.parquet"),
+                ApiJob(source, True, max_new_tokens=12, cache_dir=str(cache / "smol-api")),
             )  # fmt: skip
+            axes = AxesSettings.from_config(
+                {"bleu": "sentence", "bert_scale": "raw", "bert_baseline": "auto", "noise_detector": "margin"}
+            )
+            judge = TextModel(name="smol-judge", api=source, cache=str(cache / "judge"))
+            job = AxesJob(axes, "minilm-l6", encoders["minilm-l6"], judge, structural_baseline="original")
             score_axes(
-                str(out / f"{tag}_g.parquet"), str(out / f"{tag}_p.parquet"), "minilm-l6", encoders["minilm-l6"],
-                str(out / f"{tag}_d.parquet"), str(out / f"{tag}_j.parquet"), "original",
-                judge_api=source, judge_cache=str(cache / "judge"), judge_name="smol-judge",
+                str(out / f"{tag}_g.parquet"), str(out / f"{tag}_p.parquet"),
+                str(out / f"{tag}_d.parquet"), str(out / f"{tag}_j.parquet"), job,
             )  # fmt: skip
         return pd.read_parquet(out / f"{tag}_d.parquet").set_index("variant_id"), pd.read_parquet(
             out / f"{tag}_j.parquet"
@@ -510,6 +512,7 @@ def test_api_model_scored_with_an_api_judge_then_rerun_from_the_cache(api_server
 def test_rewriter_over_the_api(api_server, tmp_path, monkeypatch):
     """The structural rewriter behind an API: the method's anchors and rewrites for two prompts,
     the API key in no output, and a second run served from the rewrite cache."""
+    from shiftwork.stability.jobs import TextModel
     from shiftwork.stability.steps import rewrite_prompts
 
     base_url, server_log = api_server
@@ -524,8 +527,8 @@ def test_rewriter_over_the_api(api_server, tmp_path, monkeypatch):
 
     def run(tag):
         with log_to(out / f"{tag}.log"):
-            rewrite_prompts(str(prompts), None, settings, str(out / f"{tag}.parquet"), str(out / "cache.parquet"),
-                            8, "auto", api=source, api_cache=str(out / "api"))  # fmt: skip
+            rewriter = TextModel(name="smol-api", api=source, cache=str(out / "api"), batch_size=8, dtype="auto")
+            rewrite_prompts(str(prompts), settings, rewriter, str(out / f"{tag}.parquet"), str(out / "cache.parquet"))
         return pd.read_parquet(out / f"{tag}.parquet")
 
     before = _posts(server_log)

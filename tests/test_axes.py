@@ -11,11 +11,11 @@ import sacrebleu
 from shiftwork.stability.axes import (
     AXES,
     _bleu_delta,
+    axis_deltas,
     bert_baseline,
     bleu_score,
     check_ranges,
     rescaled_bert_delta,
-    score_axes,
     unobservable_axes,
 )
 
@@ -108,12 +108,12 @@ class FakeBert:
 @pytest.fixture()
 def scored():
     bert = FakeBert()
-    out = score_axes(make_generations(), make_probes(), bert)
+    out = axis_deltas(make_generations(), make_probes(), bert)
     return out.set_index("variant_id"), bert
 
 
 def test_shape_columns_and_dtypes():
-    out = score_axes(make_generations(), make_probes(), FakeBert())
+    out = axis_deltas(make_generations(), make_probes(), FakeBert())
     # one row per variant, in the order of the generations table
     assert list(out["variant_id"]) == [vid for _, vid, *_ in GEN_ROWS]
     assert list(out.columns) == [
@@ -205,7 +205,7 @@ def test_baseline_rows_are_exactly_zero(scored):
 def test_baseline_zero_is_set_not_computed():
     probes = make_probes()
     probes.loc[probes["variant_id"] == "p1-base", "act_cos"] = 0.9999  # would give Act -1e-4
-    out = score_axes(make_generations(), probes, FakeBert()).set_index("variant_id")
+    out = axis_deltas(make_generations(), probes, FakeBert()).set_index("variant_id")
     assert out.loc["p1-base", "Act"] == 0.0
     assert out.loc["p1-reg", "Act"] == pytest.approx(-0.1)  # still against 1, not the baseline
 
@@ -222,40 +222,40 @@ def test_bert_not_called_when_nothing_changed():
     gens = make_generations()
     gens = gens[gens["variant_id"].isin(["p1-base", "p1-noise"])]
     bert = FakeBert()
-    out = score_axes(gens, make_probes(), bert)
+    out = axis_deltas(gens, make_probes(), bert)
     assert bert.calls == []
     assert (out["BERT"] == 0.0).all() and (out["BLEU"] == 0.0).all()
 
 
 def test_bert_wrong_length_is_an_error():
     with pytest.raises(ValueError, match="bert_f1"):
-        score_axes(make_generations(), make_probes(), lambda c, r: np.zeros(len(c) + 1))
+        axis_deltas(make_generations(), make_probes(), lambda c, r: np.zeros(len(c) + 1))
 
 
 def test_missing_probe_row_names_the_variant():
     probes = make_probes()
     probes = probes[probes["variant_id"] != "p2-form"]
     with pytest.raises(ValueError, match="p2-form"):
-        score_axes(make_generations(), probes, FakeBert())
+        axis_deltas(make_generations(), probes, FakeBert())
 
 
 def test_prompt_without_baseline_is_an_error():
     gens = make_generations()
     gens = gens[gens["variant_id"] != "p2-base"]
     with pytest.raises(ValueError, match=r"no baseline.*p2.*p2-form"):
-        score_axes(gens, make_probes(), FakeBert())
+        axis_deltas(gens, make_probes(), FakeBert())
 
 
 def test_prompt_with_two_baselines_is_an_error():
     gens = make_generations()
     gens.loc[gens["variant_id"] == "p1-reg", "family"] = "baseline"
     with pytest.raises(ValueError, match=r"more than one baseline.*p1"):
-        score_axes(gens, make_probes(), FakeBert())
+        axis_deltas(gens, make_probes(), FakeBert())
 
 
 def test_missing_column_is_named():
     with pytest.raises(ValueError, match="act_cos"):
-        score_axes(make_generations(), make_probes().drop(columns="act_cos"), FakeBert())
+        axis_deltas(make_generations(), make_probes().drop(columns="act_cos"), FakeBert())
 
 
 def test_check_ranges_clean_table(scored):
@@ -315,7 +315,7 @@ def test_structural_variants_measured_against_their_anchor_rewrite():
             for p, v, *_, lp, e, a in rows
         ]
     )
-    out = score_axes(gens, probes, lambda c, r: np.array([f1[x] for x in c]), structural_baseline="rewrite")
+    out = axis_deltas(gens, probes, lambda c, r: np.array([f1[x] for x in c]), structural_baseline="rewrite")
     out = out.set_index("variant_id")
     assert sorted(out.index) == ["q-base", "q-fc", "q-l2"]  # the anchors are not variants
     l2 = out.loc["q-l2"]
@@ -328,14 +328,14 @@ def test_structural_variants_measured_against_their_anchor_rewrite():
     fc = out.loc["q-fc"]
     assert fc["Prob"] == pytest.approx(-16.0) and fc["BERT"] == pytest.approx(0.62 - 1.0)
     # the same table measured against the original prompt keeps every rewrite
-    plain = score_axes(gens, probes, lambda c, r: np.array([f1[x] for x in c]), structural_baseline="original")
+    plain = axis_deltas(gens, probes, lambda c, r: np.array([f1[x] for x in c]), structural_baseline="original")
     assert len(plain) == 5 and plain.set_index("variant_id").loc["q-l2", "Prob"] == pytest.approx(-4.0)
 
 
 def test_structural_variant_without_anchor_is_named():
     gens = make_generations()
     with pytest.raises(ValueError, match="p1-len"):
-        score_axes(gens, make_probes(), FakeBert(), structural_baseline="rewrite")
+        axis_deltas(gens, make_probes(), FakeBert(), structural_baseline="rewrite")
 
 
 # ----------------------------------------------------------------------------- BLEU definitions
@@ -398,11 +398,11 @@ def test_empty_replies_under_both_definitions():
 
 
 def test_score_axes_corpus_bleu_by_hand():
-    out = score_axes(make_generations(), make_probes(), FakeBert(), bleu="corpus").set_index("variant_id")
+    out = axis_deltas(make_generations(), make_probes(), FakeBert(), bleu="corpus").set_index("variant_id")
     # "Paris." (2 tokens) against R1 (7): no 3-gram -> corpus BLEU 0; R1 against itself 100
     assert out.loc["p1-len", "BLEU"] == -100.0
     # sentence: effective order 2, precisions 1, 1, brevity exp(1 - 7/2) = 0.082085 -> 8.2085
-    sentence = score_axes(make_generations(), make_probes(), FakeBert()).set_index("variant_id")
+    sentence = axis_deltas(make_generations(), make_probes(), FakeBert()).set_index("variant_id")
     assert sentence.loc["p1-len", "BLEU"] == pytest.approx(8.208500 - 100, abs=1e-5)
     assert out.loc["p1-reg", "BLEU"] == sacrebleu.corpus_bleu([REG], [[R1]]).score - 100
     assert out.loc["p1-noise", "BLEU"] == 0.0 and out.loc["p1-base", "BLEU"] == 0.0
@@ -410,7 +410,7 @@ def test_score_axes_corpus_bleu_by_hand():
 
 
 def test_corpus_bleu_may_be_positive_and_check_ranges_knows():
-    out = score_axes(make_generations(), make_probes(), FakeBert()).reset_index()
+    out = axis_deltas(make_generations(), make_probes(), FakeBert()).reset_index()
     out.loc[out["variant_id"] == "p1-reg", "BLEU"] = 8.1
     assert check_ranges(out, bleu="corpus") == []
     assert any("p1-reg" in p and "BLEU" in p for p in check_ranges(out))
@@ -418,7 +418,7 @@ def test_corpus_bleu_may_be_positive_and_check_ranges_knows():
 
 def test_unknown_bleu_definition_is_named():
     with pytest.raises(ValueError, match="stability.axes.bleu.*'chrf'"):
-        score_axes(make_generations(), make_probes(), FakeBert(), bleu="chrf")
+        axis_deltas(make_generations(), make_probes(), FakeBert(), bleu="chrf")
 
 
 # ----------------------------------------------------------------------------- BERT scale
@@ -434,7 +434,7 @@ def test_rescaled_bert_delta_by_hand():
 
 
 def test_score_axes_rescaled_bert_by_hand():
-    out = score_axes(make_generations(), make_probes(), FakeBert(), bert_b=0.5).set_index("variant_id")
+    out = axis_deltas(make_generations(), make_probes(), FakeBert(), bert_b=0.5).set_index("variant_id")
     assert out.loc["p1-reg", "BERT"] == pytest.approx(-0.14)  # (0.93 - 0.5) / 0.5 - 1
     assert out.loc["p1-len", "BERT"] == pytest.approx(-0.38)  # (0.81 - 0.5) / 0.5 - 1
     assert out.loc["p2-form", "BERT"] == pytest.approx(-0.76)  # (0.62 - 0.5) / 0.5 - 1
@@ -472,9 +472,9 @@ def test_bert_baseline_from_mismatched_baseline_replies():
 
 def test_unobservable_probe_columns_give_missing_axes():
     probes = make_probes().assign(act_cos=np.nan, logprob=np.nan)  # an API model
-    out = score_axes(make_generations(), probes, FakeBert())
+    out = axis_deltas(make_generations(), probes, FakeBert())
     assert out["Act"].isna().all() and out["Prob"].isna().all()  # baselines too: not 0
-    full = score_axes(make_generations(), make_probes(), FakeBert())
+    full = axis_deltas(make_generations(), make_probes(), FakeBert())
     for axis in ("BLEU", "BERT", "Ent", "MR"):
         assert out[axis].tolist() == full[axis].tolist(), axis
     assert unobservable_axes(out) == ["Act", "Prob"]
@@ -486,8 +486,8 @@ def test_partly_missing_probe_column_is_an_error_naming_rows():
     probes = make_probes()
     probes.loc[probes["variant_id"] == "p2-form", "entropy"] = np.nan
     with pytest.raises(ValueError, match=r"'entropy' \(axis Ent\).*some rows only.*p2-form"):
-        score_axes(make_generations(), probes, FakeBert())
-    out = score_axes(make_generations(), make_probes(), FakeBert()).reset_index(drop=True)
+        axis_deltas(make_generations(), probes, FakeBert())
+    out = axis_deltas(make_generations(), make_probes(), FakeBert()).reset_index(drop=True)
     out.loc[out["variant_id"] == "p2-form", "Ent"] = np.nan
     assert any("p2-form" in p and "NaN" in p for p in check_ranges(out))
 
@@ -495,8 +495,14 @@ def test_partly_missing_probe_column_is_an_error_naming_rows():
 # ----------------------------------------------------------------------------- the step
 
 
+# the step's settings the two tests below start from (bleu, bert_scale, ... as the step's defaults were)
+STEP_AXES = {"bleu": "sentence", "bert_scale": "raw", "bert_baseline": "auto", "noise_detector": "margin"}
+
+
 def test_score_axes_step_records_b_and_unobservable_axes(tmp_path, monkeypatch):
     import shiftwork.encoders
+    from shiftwork.stability.jobs import AxesJob
+    from shiftwork.stability.sections import AxesSettings
     from shiftwork.stability.steps import score_axes as step
     from shiftwork.tables import read_provenance, read_table, write_table
 
@@ -515,17 +521,9 @@ def test_score_axes_step_records_b_and_unobservable_axes(tmp_path, monkeypatch):
     write_table(make_probes().assign(act_cos=np.nan), probes)
     out = tmp_path / "d.parquet"
     judged = tmp_path / "j.parquet"
+    axes = AxesSettings.from_config(STEP_AXES, bleu="corpus", bert_scale="rescaled")
     step(
-        str(gens),
-        str(probes),
-        "fake",
-        {},
-        str(out),
-        str(judged),
-        "original",
-        bleu="corpus",
-        bert_scale="rescaled",
-        seed=3,
+        str(gens), str(probes), str(out), str(judged), AxesJob(axes, "fake", {}, structural_baseline="original", seed=3)
     )
     assert read_table(judged).empty  # no judge
     deltas = read_table(out).set_index("variant_id")
@@ -553,6 +551,8 @@ def test_check_ranges_widens_for_anchored_structural_rows():
 
 def test_score_axes_step_takes_the_gates_b(tmp_path, monkeypatch):
     import shiftwork.encoders
+    from shiftwork.stability.jobs import AxesJob
+    from shiftwork.stability.sections import AxesSettings
     from shiftwork.stability.steps import score_axes as step
     from shiftwork.tables import read_provenance, read_table, write_table
 
@@ -566,11 +566,11 @@ def test_score_axes_step_takes_the_gates_b(tmp_path, monkeypatch):
     write_table(make_probes(), probes)
     write_table(pd.DataFrame([{"encoder": "fake", "b": 0.5, "method": "config", "n_pairs": 0}]), gate)
     out, judged = tmp_path / "d.parquet", tmp_path / "j.parquet"
-    args = (str(gens), str(probes), "fake", {}, str(out), str(judged), "original")
-    step(*args, bert_scale="rescaled", bert_baseline="gate", gate_baseline_path=str(gate))
+    axes = AxesSettings.from_config(STEP_AXES, bert_scale="rescaled", bert_baseline="gate")
+    args = (str(gens), str(probes), str(out), str(judged))
+    step(*args, AxesJob(axes, "fake", {}, structural_baseline="original"), gate_baseline_path=str(gate))
     # (0.93 - 0.5) / 0.5 - 1 = -0.14
     assert read_table(out).set_index("variant_id").loc["p1-reg", "BERT"] == pytest.approx(-0.14)
     assert read_provenance(out)["bert_rescale"]["method"] == "the gate's (config)"
     with pytest.raises(ValueError, match="encoder 'fake'"):
-        step(str(gens), str(probes), "other", {}, str(out), str(judged), "original", bert_scale="rescaled",
-             bert_baseline="gate", gate_baseline_path=str(gate))  # fmt: skip
+        step(*args, AxesJob(axes, "other", {}, structural_baseline="original"), gate_baseline_path=str(gate))

@@ -8,6 +8,7 @@ from shiftwork.inference.formatting import model_input
 from shiftwork.inference.generation import generate_all
 from shiftwork.inference.probe import layer_cosines, probe_batches
 from shiftwork.models.loading import load_prepared
+from shiftwork.stability.jobs import GenerateJob
 from shiftwork.stability.steps import generate_responses
 from shiftwork.tables import read_provenance, write_table
 
@@ -34,7 +35,11 @@ def test_missing_or_doubled_baselines_fail_before_the_model_loads(tmp_path, rows
     outs = [tmp_path / "g.parquet", tmp_path / "p.parquet"]
     with pytest.raises(ValueError, match=message):
         generate_responses(
-            str(path), str(tmp_path / "no-model"), "m", *map(str, outs), max_new_tokens=4, batch_size=2, dtype="auto"
+            str(path),
+            str(tmp_path / "no-model"),
+            "m",
+            *map(str, outs),
+            GenerateJob(max_new_tokens=4, batch_size=2, dtype="auto"),
         )
     assert not any(p.exists() for p in outs)
 
@@ -51,11 +56,7 @@ def test_probes_use_the_baseline_response_and_state(tmp_path, prepared_smollm, e
         "smol",
         str(g_path),
         str(p_path),
-        max_new_tokens=8,
-        batch_size=2,
-        dtype="float32",
-        engine=engine,
-        store_hidden=True,
+        GenerateJob(max_new_tokens=8, batch_size=2, dtype="float32", engine=engine, store_hidden=True),
     )
     gens = pd.read_parquet(g_path).set_index("variant_id")
     probes = pd.read_parquet(p_path).set_index("variant_id")
@@ -102,11 +103,11 @@ def test_one_job_over_two_datasets_writes_each_its_tables(tmp_path, prepared_smo
     other = [("e",) + r[1:3] + (t,) + r[4:] for r, t in ((BASE, "Name a prime number."), (VAR, "name a PRIME number."))]
     paths = [write_table(_variants(rows), tmp_path / f"f{i}.parquet") for i, rows in enumerate([[BASE, VAR], other])]
     outs = [[tmp_path / f"{kind}{i}.parquet" for i in range(2)] for kind in ("g", "p")]
-    kw = dict(max_new_tokens=6, batch_size=2, dtype="float32", engine="transformers")
-    generate_responses(list(map(str, paths)), str(prepared_smollm), "smol", *[list(map(str, o)) for o in outs], **kw)
+    job = GenerateJob(max_new_tokens=6, batch_size=2, dtype="float32", engine="transformers")
+    generate_responses(list(map(str, paths)), str(prepared_smollm), "smol", *[list(map(str, o)) for o in outs], job)
     for i, path in enumerate(paths):
         alone = [tmp_path / f"alone_{kind}{i}.parquet" for kind in ("g", "p")]
-        generate_responses(str(path), str(prepared_smollm), "smol", *map(str, alone), **kw)
+        generate_responses(str(path), str(prepared_smollm), "smol", *map(str, alone), job)
         for together, single in zip((outs[0][i], outs[1][i]), alone):
             pd.testing.assert_frame_equal(
                 pd.read_parquet(together).drop(columns="act_cos_layers", errors="ignore"),

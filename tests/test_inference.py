@@ -7,6 +7,7 @@ import torch
 from shiftwork.inference.batching import kv_token_bytes, length_sorted_batches, plan_batch_size
 from shiftwork.inference.formatting import model_input
 from shiftwork.inference.generation import (
+    EngineSize,
     VllmEngine,
     cpu_binding,
     cpu_kv_cache_gib,
@@ -197,7 +198,8 @@ def test_vllm_responses_equal_transformers_generate(lm, prepared_smollm):
     token counts and stops; some rows stop early and others run to the limit."""
     inputs = [model_input(lm.tokenizer, p, lm.chat) for p in PROMPTS]
     theirs = generate_all(lm, inputs, max_new_tokens=20, batch_size=5)
-    with VllmEngine(str(prepared_smollm), lm.tokenizer, lm.chat, torch.float32, lm.device, 128, 5, threads=2) as v:
+    size = EngineSize(max_len=128, rows=5, threads=2)
+    with VllmEngine(str(prepared_smollm), lm.tokenizer, lm.chat, torch.float32, lm.device, size) as v:
         ours = v.generate_all(inputs, max_new_tokens=20)
     assert [(g.response, g.n_tokens, g.stopped) for g in ours] == [(g.response, g.n_tokens, g.stopped) for g in theirs]
     assert any(g.stopped for g in ours) and not all(g.stopped for g in ours)

@@ -4,7 +4,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from shiftwork.stability.axes import score_axes
+from shiftwork.stability.axes import axis_deltas
 from shiftwork.stability.judge import judge_pairs, judge_prompt, parse_verdict, validation_sample
 
 
@@ -98,7 +98,7 @@ def test_score_axes_takes_register_and_form_mirroring_from_the_judge():
         seen.append(pairs)
         return np.array([1, 0, 1])
 
-    out = score_axes(gens, probes, lambda c, r: np.full(len(c), 0.5), judge).set_index("variant_id")
+    out = axis_deltas(gens, probes, lambda c, r: np.full(len(c), 0.5), judge).set_index("variant_id")
     pairs = seen[0]
     assert pairs["variant_id"].tolist() == ["r", "s", "f"]  # noise keeps its detector
     assert pairs["original_prompt"].tolist() == ["Q?"] * 3
@@ -107,7 +107,7 @@ def test_score_axes_takes_register_and_form_mirroring_from_the_judge():
     assert out.loc["r", "MR"] == 1.0 and out.loc["s", "MR"] == 0.0 and out.loc["f", "MR"] == 1.0
     assert out.loc["b", "MR"] == 0.0
     # without a judge, the rule-based detectors decide: the form rule wants a command reply
-    plain = score_axes(gens, probes, lambda c, r: np.full(len(c), 0.5)).set_index("variant_id")
+    plain = axis_deltas(gens, probes, lambda c, r: np.full(len(c), 0.5)).set_index("variant_id")
     assert plain.loc["f", "MR"] == 1.0  # "Do this." opens with an imperative verb
     with pytest.raises(ValueError, match="shape"):
-        score_axes(gens, probes, lambda c, r: np.full(len(c), 0.5), lambda pairs: [1])
+        axis_deltas(gens, probes, lambda c, r: np.full(len(c), 0.5), lambda pairs: [1])

@@ -1,6 +1,6 @@
 """A checkpoint's responses to a prompt set's variants, and the probe of each against its prompt's
 baseline response, in the tables the stability study's axis scoring reads
-(:func:`shiftwork.stability.axes.score_axes`).
+(:func:`shiftwork.stability.axes.axis_deltas`).
 
 Two kinds of response:
 
@@ -23,7 +23,7 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 
-from shiftwork.inference.generation import generate_all
+from shiftwork.inference.engine import Decoding, generate
 from shiftwork.inference.probe import layer_cosines, probe_batches
 from shiftwork.models.loading import LoadedModel
 from shiftwork.trajectory.tasks import verbaliser_ids
@@ -84,7 +84,7 @@ def respond(
         stopped = [True] * len(rows)
         n_response = [1] * len(rows)
     else:
-        generations = dict(zip(unique, generate_all(lm, unique, max_new_tokens, batch_size, "generate")))
+        generations = dict(zip(unique, generate(lm, unique, Decoding(max_new_tokens, batch_size), "generate")))
         response = {t: g.response for t, g in generations.items()}
         n_tokens = [generations[t].n_tokens for t in rows["model_input"]]
         stopped = [generations[t].stopped for t in rows["model_input"]]

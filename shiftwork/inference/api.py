@@ -429,20 +429,3 @@ def _retry_after(value: str | None) -> float | None:
         return min(MAX_BACKOFF_S, float(value)) if value else None
     except ValueError:
         return None
-
-
-def make_complete(
-    name: str, source: Mapping[str, Any], cache_dir: str | os.PathLike | None, **overrides: Any
-) -> Callable[[Sequence[Messages], int], list[str]]:
-    """``complete(messages_list, max_tokens) -> texts``: greedy replies of the chat model ``name``
-    served over an API, for the structural rewriter and the mirroring judge. Each call reports
-    its cache hits and misses to the log; ``complete.client`` is the underlying client."""
-    client = ApiClient(ApiSettings.from_source(name, source, chat=True, **overrides), cache_dir)
-
-    def complete(messages_list: Sequence[Messages], max_tokens: int) -> list[str]:
-        texts = [r.text.strip() for r in client.generate(list(messages_list), max_tokens)]
-        client.report()
-        return texts
-
-    complete.client = client  # type: ignore[attr-defined]
-    return complete

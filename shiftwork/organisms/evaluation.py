@@ -14,6 +14,9 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 import torch
 
+from shiftwork.inference.engine import Decoding, generate
+from shiftwork.models.loading import LoadedModel
+
 if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
@@ -23,44 +26,14 @@ def generate_sampled(
     tok: PreTrainedTokenizerBase,
     device: torch.device,
     prompts: Sequence[str],
-    samples: int,
-    max_new_tokens: int,
-    batch_size: int,
-    seed: int,
-    temperature: float = 1.0,
+    decoding: Decoding,
     what: str = "sample",
 ) -> list[list[str]]:
-    """``samples`` sampled continuations per prompt (pure sampling: no top-k or top-p cut),
-    deterministic for a given seed, batch size and device; the count of prompts done goes to the
-    log as ``what``."""
-    import torch
-
-    from shiftwork.progress import Progress
-
-    if samples < 1 or batch_size < 1:
-        raise ValueError(f"samples and batch_size must be >= 1, got {samples} and {batch_size}")
-    out: list[list[str]] = []
-    per_batch = max(1, batch_size // samples)
-    progress = Progress(what, len(prompts), "prompts")
-    for start in range(0, len(prompts), per_batch):
-        chunk = list(prompts[start : start + per_batch])
-        enc = tok(chunk, return_tensors="pt", padding=True).to(device)
-        torch.manual_seed(seed + start)
-        with torch.inference_mode():
-            ids = model.generate(
-                **enc,
-                do_sample=True,
-                temperature=temperature,
-                top_k=0,
-                top_p=1.0,
-                num_return_sequences=samples,
-                max_new_tokens=max_new_tokens,
-                pad_token_id=tok.pad_token_id,
-            )
-        texts = tok.batch_decode(ids[:, enc["input_ids"].shape[1] :], skip_special_tokens=True)
-        out += [[t.strip() for t in texts[i * samples : (i + 1) * samples]] for i in range(len(chunk))]
-        progress.update(len(chunk))
-    return out
+    """``decoding.samples`` sampled continuations per prompt (pure sampling: no top-k or top-p cut),
+    deterministic for a given seed, batch size and device, by
+    :func:`shiftwork.inference.engine.generate`; the count of prompts done goes to the log as ``what``."""
+    lm = LoadedModel(name="", model=model, tokenizer=tok, device=device, dtype=model.dtype, chat=False, info={})
+    return generate(lm, prompts, decoding, what)
 
 
 def score_responses(

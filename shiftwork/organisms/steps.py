@@ -188,30 +188,27 @@ def evaluate_organism(
     """Every checkpoint on every distribution's held-out prompts: per-response rows, and per
     (step, distribution) accuracy, refusal rate and identity shares (``outs``: responses, scores,
     identities)."""
+    from shiftwork.inference.engine import Decoding
     from shiftwork.models.checkpoints import load_checkpoint
     from shiftwork.organisms.evaluation import generate_sampled, score_responses, summarise
 
     setting = load_setting(setting_spec)
     tests = read_table(test_path, ["distribution", "question_id", "prompt", "answer"])
     samples = int(settings["samples"])
+    decoding = Decoding(
+        max_new_tokens=int(settings["max_new_tokens"]),
+        batch_size=int(settings["batch_size"]),
+        samples=samples,
+        temperature=float(settings["temperature"]),
+        seed=int(settings["seed"]),
+    )
     parts = []
     checkpoints = checkpoint_dirs(checkpoints_dir)
     progress = Progress("evaluate", len(checkpoints), "checkpoints")
     for step, path in checkpoints:
         start = time.perf_counter()
         net, tok, device = load_checkpoint(sft_dir, {"path": str(path)}, str(settings.get("dtype", "auto")))
-        texts = generate_sampled(
-            net,
-            tok,
-            device,
-            tests["prompt"].tolist(),
-            samples,
-            int(settings["max_new_tokens"]),
-            int(settings["batch_size"]),
-            int(settings["seed"]),
-            float(settings["temperature"]),
-            what=f"sample step {step}",
-        )
+        texts = generate_sampled(net, tok, device, tests["prompt"].tolist(), decoding, what=f"sample step {step}")
         rows = tests.loc[tests.index.repeat(samples)].reset_index(drop=True)
         rows.insert(0, "sample", np.tile(np.arange(samples), len(tests)))
         scored = score_responses(rows, [t for group in texts for t in group], partial(parse_response, setting))

@@ -31,9 +31,12 @@ from typing import Any
 import pandas as pd
 
 from shiftwork.inference.api import ApiClient, ApiResult, ApiSettings, mean_topk_entropy
+from shiftwork.inference.engine import Decoding, generate
 from shiftwork.inference.formatting import PLAIN_STOP, PLAIN_TEMPLATE, trim_response
 from shiftwork.logs import LOGGER
 from shiftwork.provenance import digest, make_provenance
+from shiftwork.stability.jobs import ApiJob
+from shiftwork.stability.rows import baseline_rows, shard_rows, throughput
 from shiftwork.tables import read_table, write_table
 
 KEYS = ["model", "dataset", "prompt_id", "variant_id"]
@@ -67,84 +70,96 @@ def shared_prefix(a: Sequence[str] | None, b: Sequence[str] | None) -> int | Non
     return n
 
 
-def generate_api_responses(
+def api_responses(
     filtered_paths: str | Sequence[str],
     model_name: str,
-    source: Mapping[str, Any],
-    chat: bool,
     out_generations: str | Sequence[str],
     out_probes: str | Sequence[str],
-    max_new_tokens: int,
-    cache_dir: str,
-    shard: int = 0,
-    n_shards: int = 1,
-    seed: int | None = None,
+    job: ApiJob,
 ) -> dict[str, Any]:
     """Greedy replies of an API model to the baseline and every kept variant, and the probes it
     allows (see the module docstring); one pair of tables per filtered table, in order. Every
-    distinct input is requested once, through the response cache in ``cache_dir``."""
-    from shiftwork.stability.rows import baseline_rows, shard_rows, throughput
-
+    distinct input is requested once, through the response cache in ``job.cache_dir``."""
     filtered_paths, out_generations, out_probes = (
         [p] if isinstance(p, str) else list(p) for p in (filtered_paths, out_generations, out_probes)
     )
     if not len(filtered_paths) == len(out_generations) == len(out_probes):
         raise ValueError("generate_api_responses: one generations and one probes table per filtered table")
-    settings = ApiSettings.from_source(model_name, source, chat=chat)
-    parts = []
-    for part, path in enumerate(filtered_paths):
-        table = read_table(path, ["dataset", "prompt_id", "variant_id", "text"] + VARIANT_META)
-        table = shard_rows(table, shard, n_shards).reset_index(drop=True)
-        # integer positions even for a table with no rows (the gate kept no prompt of the data set,
-        # or a shard got none), where the mapped index would be an empty float series
-        base = table["prompt_id"].map(baseline_rows(table, path)).astype(int)
-        table = table.assign(part=part, model=model_name, model_input=[api_model_input(t, chat) for t in table["text"]])
-        parts.append(table.assign(base_input=table["model_input"].to_numpy()[base.to_numpy()]))
-    variants = pd.concat(parts, ignore_index=True)
+    settings = ApiSettings.from_source(model_name, job.source, chat=job.chat)
+    variants = _api_variants(filtered_paths, model_name, job)
     unique = list(dict.fromkeys(variants["model_input"]))
     LOGGER.info("generate: %s over the API, %d rows, %d distinct inputs", settings.where, len(variants), len(unique))
-
     start = time.perf_counter()
-    with ApiClient(settings, cache_dir) as client:
-        prompts = [json.loads(x) for x in unique] if chat else unique
-        results = client.generate(
-            prompts,
-            max_new_tokens,
+    with ApiClient(settings, job.cache_dir) as client:
+        prompts = [json.loads(x) for x in unique] if job.chat else unique
+        decoding = Decoding(
+            job.max_new_tokens,
             logprobs=bool(settings.top_logprobs),
-            seed=seed,
-            stop=None if chat else [PLAIN_STOP],
+            seed=job.seed,
+            stop=None if job.chat else (PLAIN_STOP,),
         )
+        results = generate(client, prompts, decoding)
         counts = client.report()
     seconds = time.perf_counter() - start
     answer: dict[str, ApiResult] = dict(zip(unique, results))
-
-    gens = variants.assign(
-        response=[trim_response(answer[x].text, chat) for x in variants["model_input"]],
-        n_tokens=[answer[x].n_tokens for x in variants["model_input"]],
-        stopped=[answer[x].stopped for x in variants["model_input"]],
-    )
-    probes = variants[KEYS + ["part"]].assign(
-        logprob=math.nan,
-        entropy=[mean_topk_entropy(answer[x]) for x in variants["model_input"]],
-        n_response_tokens=[answer[x].n_tokens for x in variants["model_input"]],
-        act_cos=math.nan,
-        act_cos_layers=None,
-        tokens_shared_with_r0=[
-            shared_prefix(answer[x].tokens, answer[b].tokens)
-            for x, b in zip(variants["model_input"], variants["base_input"])
-        ],
-    )
-    probes["tokens_shared_with_r0"] = probes["tokens_shared_with_r0"].astype("Int64")
-
-    common = {"model": model_name, "weight_digest": api_weight_digest(settings)}
-    extra = {"engine": "api", "api_requests": counts} | ({"shard": shard, "n_shards": n_shards} if n_shards > 1 else {})
-    gen_settings = {"max_new_tokens": max_new_tokens, "engine": "api", "temperature": 0.0, "seed": seed}
-    gen_prov = make_provenance("generate", gen_settings | {"api": settings.public()}, **common, extra=extra)
-    probe_settings = {"api": settings.public(), "observable": ["entropy"] if settings.top_logprobs else []}
-    probe_prov = make_provenance("probe", probe_settings, **common, extra=extra)
+    gens, probes = _api_tables(variants, answer, job.chat)
+    gen_prov, probe_prov = _api_provenance(settings, model_name, job, counts)
     for part, (g_path, p_path) in enumerate(zip(out_generations, out_probes)):
         write_table(gens.loc[gens["part"] == part, GENERATION_COLUMNS], g_path, gen_prov)
         write_table(probes.loc[probes["part"] == part, PROBE_COLUMNS], p_path, probe_prov)
     n_tokens = int(sum(r.n_tokens for r in results))
     stats = throughput("generate over the API", len(variants), len(unique), n_tokens, seconds)
     return stats | counts
+
+
+def _api_variants(filtered_paths: Sequence[str], model_name: str, job: ApiJob) -> pd.DataFrame:
+    """The job's rows of every filtered table (its shard), with the table each came from
+    (``part``), its API input and its baseline's."""
+    parts = []
+    for part, path in enumerate(filtered_paths):
+        table = read_table(path, ["dataset", "prompt_id", "variant_id", "text"] + VARIANT_META)
+        table = shard_rows(table, job.shard, job.n_shards).reset_index(drop=True)
+        # integer positions even for a table with no rows (the gate kept no prompt of the data set,
+        # or a shard got none), where the mapped index would be an empty float series
+        base = table["prompt_id"].map(baseline_rows(table, path)).astype(int)
+        inputs = [api_model_input(t, job.chat) for t in table["text"]]
+        table = table.assign(part=part, model=model_name, model_input=inputs)
+        parts.append(table.assign(base_input=table["model_input"].to_numpy()[base.to_numpy()]))
+    return pd.concat(parts, ignore_index=True)
+
+
+def _api_tables(
+    variants: pd.DataFrame, answer: Mapping[str, ApiResult], chat: bool
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The generations and the probes of every row from the answers to the distinct inputs."""
+    inputs = variants["model_input"]
+    gens = variants.assign(
+        response=[trim_response(answer[x].text, chat) for x in inputs],
+        n_tokens=[answer[x].n_tokens for x in inputs],
+        stopped=[answer[x].stopped for x in inputs],
+    )
+    probes = variants[KEYS + ["part"]].assign(
+        logprob=math.nan,
+        entropy=[mean_topk_entropy(answer[x]) for x in inputs],
+        n_response_tokens=[answer[x].n_tokens for x in inputs],
+        act_cos=math.nan,
+        act_cos_layers=None,
+        tokens_shared_with_r0=[
+            shared_prefix(answer[x].tokens, answer[b].tokens) for x, b in zip(inputs, variants["base_input"])
+        ],
+    )
+    probes["tokens_shared_with_r0"] = probes["tokens_shared_with_r0"].astype("Int64")
+    return gens, probes
+
+
+def _api_provenance(
+    settings: ApiSettings, model_name: str, job: ApiJob, counts: Mapping[str, int]
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The provenance of the generations table and of the probes table."""
+    common = {"model": model_name, "weight_digest": api_weight_digest(settings)}
+    shards = {"shard": job.shard, "n_shards": job.n_shards} if job.n_shards > 1 else {}
+    extra = {"engine": "api", "api_requests": counts} | shards
+    gen_settings = {"max_new_tokens": job.max_new_tokens, "engine": "api", "temperature": 0.0, "seed": job.seed}
+    gen_prov = make_provenance("generate", gen_settings | {"api": settings.public()}, **common, extra=extra)
+    probe_settings = {"api": settings.public(), "observable": ["entropy"] if settings.top_logprobs else []}
+    return gen_prov, make_provenance("probe", probe_settings, **common, extra=extra)

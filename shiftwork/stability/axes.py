@@ -24,6 +24,7 @@ A probe column missing on some rows only is an error naming them.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -171,7 +172,7 @@ def _observable(df: pd.DataFrame) -> dict[str, bool]:
     return out
 
 
-def score_axes(
+def axis_deltas(
     generations: pd.DataFrame,
     probes: pd.DataFrame,
     bert_f1: BertF1,
@@ -210,9 +211,50 @@ def score_axes(
         raise ValueError(f"stability.axes.bleu must be one of {list(BLEU_DEFINITIONS)}, got {bleu!r}")
     if structural_baseline not in BASELINES:
         raise ValueError(f"structural_baseline must be one of {BASELINES}, got {structural_baseline!r}")
+    pairs = paired_rows(generations, probes)
+    deltas = {
+        "Act": probe_delta(pairs, "Act"),
+        "BLEU": bleu_deltas(pairs, bleu),
+        "BERT": bert_deltas(pairs, bert_f1, bert_b),
+        "Prob": probe_delta(pairs, "Prob"),
+        "Ent": probe_delta(pairs, "Ent"),
+        "MR": mirroring_deltas(pairs, judge, noise_detector),
+    }
+    flipped = pairs.changed.copy()
+    keep = np.ones(len(pairs.df), dtype=bool)
+    if structural_baseline == "rewrite":
+        keep = anchor_structural(pairs, deltas, flipped)
+    out = pairs.df[META_COLUMNS].copy()
+    for axis in AXES:
+        out[axis] = deltas[axis]
+    out["flipped"] = flipped
+    return out.loc[keep, OUTPUT_COLUMNS].reset_index(drop=True)
+
+
+@dataclass(frozen=True)
+class Pairs:
+    """Every variant row joined with its prompt's baseline row (``base_*`` columns), and what the
+    axes share: which rows are baselines, the replies r_v and r_0, which replies and model inputs
+    equal the baseline's, and which model-side axes the probes observe."""
+
+    df: pd.DataFrame
+    is_base: np.ndarray
+    r_v: list[str]
+    r_0: list[str]
+    same_text: np.ndarray
+    same_input: np.ndarray
+    observable: dict[str, bool]
+
+    @property
+    def changed(self) -> np.ndarray:
+        """Variant rows whose reply differs from r_0 (stripped)."""
+        return ~self.same_text & ~self.is_base
+
+
+def _validated(generations: pd.DataFrame, probes: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The columns the axes read, after checking columns, duplicate keys and reply types."""
     _require(generations, GENERATION_COLUMNS, "generations")
     _require(probes, PROBE_COLUMNS, "probes")
-
     extra = ["text"] if "text" in generations.columns else []
     gen = generations[GENERATION_COLUMNS + extra].reset_index(drop=True)
     prb = probes[PROBE_COLUMNS]
@@ -226,34 +268,42 @@ def score_axes(
             f"generations column 'response' must hold str; not for variant_id(s): "
             f"{_ids(gen.loc[bad_resp, 'variant_id'])}"
         )
+    return gen, prb
 
+
+def _check_one_baseline(df: pd.DataFrame, is_base: np.ndarray) -> None:
+    """ValueError naming the prompts with no baseline row or more than one."""
+    n_base = pd.Series(is_base, index=df.index).groupby([df[c] for c in PROMPT_KEY], sort=False).transform("sum")
+    wrong = (n_base != 1).to_numpy()
+    if not wrong.any():
+        return
+    bad = df.loc[wrong]
+    none = bad.loc[n_base[wrong] == 0]
+    many = bad.loc[n_base[wrong] > 1]
+    parts = []
+    if len(none):
+        parts.append(
+            f"no baseline row for prompt_id(s) {_ids(none['prompt_id'])} (variant_id(s): {_ids(none['variant_id'])})"
+        )
+    if len(many):
+        parts.append(
+            f"more than one baseline row for prompt_id(s) {_ids(many['prompt_id'])} "
+            f"(variant_id(s): {_ids(many['variant_id'])})"
+        )
+    raise ValueError("; ".join(parts))
+
+
+def paired_rows(generations: pd.DataFrame, probes: pd.DataFrame) -> Pairs:
+    """The validated generations with their probes, each row beside its prompt's baseline."""
+    gen, prb = _validated(generations, probes)
     df = gen.merge(prb, on=KEY, how="left", indicator=True, validate="one_to_one")
     no_probe = df["_merge"] != "both"
     if no_probe.any():
         raise ValueError(f"probes has no row for variant_id(s): {_ids(df.loc[no_probe, 'variant_id'])}")
     df = df.drop(columns="_merge")
     observable = _observable(df)
-
     is_base = (df["family"] == "baseline").to_numpy()
-    n_base = pd.Series(is_base, index=df.index).groupby([df[c] for c in PROMPT_KEY], sort=False).transform("sum")
-    wrong = (n_base != 1).to_numpy()
-    if wrong.any():
-        bad = df.loc[wrong]
-        none = bad.loc[n_base[wrong] == 0]
-        many = bad.loc[n_base[wrong] > 1]
-        parts = []
-        if len(none):
-            parts.append(
-                f"no baseline row for prompt_id(s) {_ids(none['prompt_id'])} "
-                f"(variant_id(s): {_ids(none['variant_id'])})"
-            )
-        if len(many):
-            parts.append(
-                f"more than one baseline row for prompt_id(s) {_ids(many['prompt_id'])} "
-                f"(variant_id(s): {_ids(many['variant_id'])})"
-            )
-        raise ValueError("; ".join(parts))
-
+    _check_one_baseline(df, is_base)
     base = df.loc[is_base, [*PROMPT_KEY, "response", "model_input", "logprob", "entropy"]]
     base = base.rename(
         columns={
@@ -264,34 +314,55 @@ def score_axes(
         }
     )
     df = df.merge(base, on=PROMPT_KEY, how="left", validate="many_to_one")
-
     r_v = df["response"].tolist()
     r_0 = df["base_response"].tolist()
     same_text = np.array([a.strip() == b.strip() for a, b in zip(r_v, r_0)], dtype=bool)
     same_input = (df["model_input"] == df["base_input"]).to_numpy() | is_base
-    n = len(df)
+    return Pairs(df, is_base, r_v, r_0, same_text, same_input, observable)
 
-    act = df["act_cos"].to_numpy(dtype=np.float64) - 1.0
-    prob = df["logprob"].to_numpy(dtype=np.float64) - df["base_logprob"].to_numpy(dtype=np.float64)
-    ent = df["entropy"].to_numpy(dtype=np.float64) - df["base_entropy"].to_numpy(dtype=np.float64)
-    for axis, arr in (("Act", act), ("Prob", prob), ("Ent", ent)):
-        arr[same_input] = 0.0 if observable[axis] else np.nan
 
-    needs_text = ~same_text & ~is_base
-    idx = np.flatnonzero(needs_text)
-    bleu_delta = np.zeros(n, dtype=np.float64)
-    bert = np.zeros(n, dtype=np.float64)
-    for i in idx:
-        bleu_delta[i] = _bleu_delta(r_v[i], r_0[i], bleu)
+def probe_delta(pairs: Pairs, axis: str) -> np.ndarray:
+    """Act, Prob or Ent: the probe value against the baseline's (Act: the cosine minus 1); exactly 0
+    where the model input is the baseline's, NaN there too when the axis is unobservable."""
+    df = pairs.df
+    if axis == "Act":
+        delta = df["act_cos"].to_numpy(dtype=np.float64) - 1.0
+    else:
+        column = PROBE_AXES[axis]
+        delta = df[column].to_numpy(dtype=np.float64) - df[f"base_{column}"].to_numpy(dtype=np.float64)
+    delta[pairs.same_input] = 0.0 if pairs.observable[axis] else np.nan
+    return delta
+
+
+def bleu_deltas(pairs: Pairs, bleu: str) -> np.ndarray:
+    """The BLEU axis (:func:`_bleu_delta`) of each changed reply; 0 elsewhere."""
+    delta = np.zeros(len(pairs.df), dtype=np.float64)
+    for i in np.flatnonzero(pairs.changed):
+        delta[i] = _bleu_delta(pairs.r_v[i], pairs.r_0[i], bleu)
+    return delta
+
+
+def bert_deltas(pairs: Pairs, bert_f1: BertF1, bert_b: float | None) -> np.ndarray:
+    """The BERT axis of each changed reply (one call of ``bert_f1`` for all); 0 elsewhere."""
+    delta = np.zeros(len(pairs.df), dtype=np.float64)
+    idx = np.flatnonzero(pairs.changed)
     if len(idx):
-        f1 = np.asarray(bert_f1([r_v[i] for i in idx], [r_0[i] for i in idx]), dtype=np.float64)
+        f1 = np.asarray(bert_f1([pairs.r_v[i] for i in idx], [pairs.r_0[i] for i in idx]), dtype=np.float64)
         if f1.shape != (len(idx),):
             raise ValueError(f"bert_f1 returned shape {f1.shape} for {len(idx)} pairs; expected ({len(idx)},)")
-        bert[idx] = f1 - 1.0 if bert_b is None else rescaled_bert_delta(f1, bert_b)
+        delta[idx] = f1 - 1.0 if bert_b is None else rescaled_bert_delta(f1, bert_b)
+    return delta
 
-    mr = np.zeros(n, dtype=np.float64)
+
+def mirroring_deltas(
+    pairs: Pairs, judge: Callable[[pd.DataFrame], Sequence[int]] | None, noise_detector: str
+) -> np.ndarray:
+    """The MR axis: the rule-based mirroring delta of each variant, or the judge's verdict on the
+    pairs it judges (register and form, with a judge); 0 on baselines."""
+    df, is_base, r_v, r_0 = pairs.df, pairs.is_base, pairs.r_v, pairs.r_0
+    mr = np.zeros(len(df), dtype=np.float64)
     fam, kind, strength = df["family"].tolist(), df["kind"].tolist(), df["strength"].tolist()
-    judged = np.zeros(n, dtype=bool)
+    judged = np.zeros(len(df), dtype=bool)
     if judge is not None:
         judged = np.array([not b and is_judged(f, k) for b, f, k in zip(is_base, fam, kind)], dtype=bool)
     for i in np.flatnonzero(~is_base & ~judged):
@@ -299,49 +370,51 @@ def score_axes(
             r_0[i], r_0[i], fam[i], kind[i], strength[i], noise_detector
         )
     if judged.any():
-        _require(df, ["text"], "generations (for the judge)")
-        base_text = df["text"].where(is_base).groupby([df[c] for c in PROMPT_KEY], sort=False).transform("first")
         rows = np.flatnonzero(judged)
-        pairs = pd.DataFrame(
-            {
-                "variant_id": df["variant_id"].to_numpy()[rows],
-                "family": df["family"].to_numpy()[rows],
-                "kind": df["kind"].to_numpy()[rows],
-                "strength": df["strength"].to_numpy(dtype=np.float64)[rows],
-                "original_prompt": base_text.to_numpy()[rows],
-                "original_reply": [r_0[i] for i in rows],
-                "variant_prompt": df["text"].to_numpy()[rows],
-                "variant_reply": [r_v[i] for i in rows],
-            }
-        )
-        verdicts = np.asarray(judge(pairs), dtype=np.float64)
+        verdicts = np.asarray(judge(_judge_pairs(pairs, rows)), dtype=np.float64)
         if verdicts.shape != (len(rows),):
             raise ValueError(f"judge returned shape {verdicts.shape} for {len(rows)} pairs")
         mr[rows] = verdicts
+    return mr
 
-    flipped = ~same_text & ~is_base
-    keep = np.ones(n, dtype=bool)
-    if structural_baseline == "rewrite":
-        rows, anchors, is_anchor = _anchor_rows(df)
-        for arr in (act, bleu_delta, bert, prob, ent, mr):
-            arr[rows] = arr[rows] - arr[anchors]
-        # the same reply (input) as the anchor's gives exactly 0, as against the original
-        same_reply = np.array([r_v[i].strip() == r_v[j].strip() for i, j in zip(rows, anchors)], dtype=bool)
-        inputs = df["model_input"].to_numpy()
-        same_in = inputs[rows] == inputs[anchors]
-        for arr in (bleu_delta, bert):
-            arr[rows[same_reply]] = 0.0
-        for axis, arr in (("Act", act), ("Prob", prob), ("Ent", ent)):
-            if observable[axis]:
-                arr[rows[same_in]] = 0.0
-        flipped[rows] = ~same_reply
-        keep[is_anchor] = False
 
-    out = df[META_COLUMNS].copy()
-    out["Act"], out["BLEU"], out["BERT"] = act, bleu_delta, bert
-    out["Prob"], out["Ent"], out["MR"] = prob, ent, mr
-    out["flipped"] = flipped
-    return out.loc[keep, OUTPUT_COLUMNS].reset_index(drop=True)
+def _judge_pairs(pairs: Pairs, rows: np.ndarray) -> pd.DataFrame:
+    """The (original, variant) prompt and reply pairs of ``rows``, as the judge reads them."""
+    df = pairs.df
+    _require(df, ["text"], "generations (for the judge)")
+    base_text = df["text"].where(pairs.is_base).groupby([df[c] for c in PROMPT_KEY], sort=False).transform("first")
+    return pd.DataFrame(
+        {
+            "variant_id": df["variant_id"].to_numpy()[rows],
+            "family": df["family"].to_numpy()[rows],
+            "kind": df["kind"].to_numpy()[rows],
+            "strength": df["strength"].to_numpy(dtype=np.float64)[rows],
+            "original_prompt": base_text.to_numpy()[rows],
+            "original_reply": [pairs.r_0[i] for i in rows],
+            "variant_prompt": df["text"].to_numpy()[rows],
+            "variant_reply": [pairs.r_v[i] for i in rows],
+        }
+    )
+
+
+def anchor_structural(pairs: Pairs, deltas: dict[str, np.ndarray], flipped: np.ndarray) -> np.ndarray:
+    """The method's anchoring of structural variants, in place: each delta minus its anchor
+    rewrite's (exactly 0 where the reply, or for the model-side axes the input, is the anchor's),
+    ``flipped`` against the anchor's reply. Returns the mask of rows to keep (not the anchors)."""
+    rows, anchors, is_anchor = _anchor_rows(pairs.df)
+    for arr in deltas.values():
+        arr[rows] = arr[rows] - arr[anchors]
+    r_v = pairs.r_v
+    same_reply = np.array([r_v[i].strip() == r_v[j].strip() for i, j in zip(rows, anchors)], dtype=bool)
+    inputs = pairs.df["model_input"].to_numpy()
+    same_in = inputs[rows] == inputs[anchors]
+    for axis in ("BLEU", "BERT"):
+        deltas[axis][rows[same_reply]] = 0.0
+    for axis in PROBE_AXES:
+        if pairs.observable[axis]:
+            deltas[axis][rows[same_in]] = 0.0
+    flipped[rows] = ~same_reply
+    return ~is_anchor
 
 
 def _anchor_rows(df: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -382,7 +455,7 @@ def check_ranges(
     bert_scale: str = "raw",
     structural_baseline: str = "original",
 ) -> list[str]:
-    """Sanity violations in a :func:`score_axes` table, one message per (variant, axis).
+    """Sanity violations in an :func:`axis_deltas` table, one message per (variant, axis).
 
     Flags: Act outside [-2, 0]; BLEU outside [-100, 0] (``sentence``) or [-100, 100]
     (``corpus``, whose delta is positive against a reference of under 4 tokens); BERT above 0,

@@ -133,15 +133,12 @@ def judge_pairs(pairs: pd.DataFrame, complete: Complete) -> pd.DataFrame:
 
 def local_completer(lm, batch_size: int = 16, max_new_tokens: int = 4) -> Complete:
     """A judge on a prepared local model: greedy, a few tokens, chat template when it has one."""
+    from shiftwork.inference.engine import Decoding, generate
     from shiftwork.inference.formatting import model_input
-    from shiftwork.inference.generation import generate_all
 
     def complete(prompts: Sequence[str]) -> list[str]:
         inputs = [model_input(lm.tokenizer, p, lm.chat) for p in prompts]
-        return [
-            g.response
-            for g in generate_all(lm, inputs, max_new_tokens=max_new_tokens, batch_size=batch_size, what="judge")
-        ]
+        return [g.response for g in generate(lm, inputs, Decoding(max_new_tokens, batch_size), what="judge")]
 
     return complete
 
@@ -149,7 +146,7 @@ def local_completer(lm, batch_size: int = 16, max_new_tokens: int = 4) -> Comple
 def api_completer(name: str, source: dict, cache_dir: str, max_new_tokens: int = 4) -> Complete:
     """A judge behind an OpenAI-compatible API: each judge prompt is one user message; replies are
     cached per request under ``cache_dir`` (see :mod:`shiftwork.inference.api`)."""
-    from shiftwork.inference.api import make_complete
+    from shiftwork.inference.engine import make_complete
 
     chat = make_complete(name, source, cache_dir)
 

@@ -3,27 +3,37 @@ paths and settings in, tables out."""
 
 from __future__ import annotations
 
+import json
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import ExitStack
+from functools import partial
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from shiftwork.device import set_threads
+from shiftwork import encoders
+from shiftwork.device import pick_device, pick_dtype, set_threads
 from shiftwork.encoders import Encoder, encoder_model_type, packaged_baseline
+from shiftwork.inference.api import ApiSettings
+from shiftwork.inference.engine import Decoding, generate, make_complete
 from shiftwork.inference.formatting import model_input
-from shiftwork.inference.probe import layer_cosines
+from shiftwork.inference.generation import ENGINES, EngineSize, Generation, VllmEngine, encode_inputs
+from shiftwork.inference.probe import layer_cosines, probe_batches
 from shiftwork.logs import LOGGER
-from shiftwork.models.loading import load_prepared
+from shiftwork.models.loading import load_prepared, load_tokenizer
 from shiftwork.models.prepare import read_info
 from shiftwork.provenance import make_provenance
+from shiftwork.stability import axes as axes_mod
 from shiftwork.stability import gate as gate_mod
+from shiftwork.stability.api_generation import api_responses, api_weight_digest
+from shiftwork.stability.jobs import ApiJob, AxesJob, GenerateJob, TextModel
+from shiftwork.stability.judge import api_completer, judge_pairs, local_completer
 from shiftwork.stability.prompts import load_prompts
 from shiftwork.stability.rows import baseline_rows, shard_rows, throughput
 from shiftwork.stability.variants.build import build_variants_counted
-from shiftwork.stability.variants.structural import merge_cache, rewrite_requests, run_rewrites
+from shiftwork.stability.variants.structural import merge_cache, messages_as_plain, rewrite_requests, run_rewrites
 from shiftwork.tables import TableWriter, read_cache, read_table, write_table, write_text
 
 KEYS = ["model", "dataset", "prompt_id", "variant_id"]
@@ -81,181 +91,203 @@ def generate_responses(
     model_name: str,
     out_generations: str | Sequence[str],
     out_probes: str | Sequence[str],
-    max_new_tokens: int,
-    batch_size: int,
-    dtype: str,
-    engine: str = "vllm",
-    store_hidden: bool = False,
-    threads: int | None = None,
-    shard: int = 0,
-    n_shards: int = 1,
+    job: GenerateJob,
 ) -> dict[str, Any]:
     """Greedy responses to the baseline and every kept variant (``out_generations``), and the probe
     of each with its prompt's baseline response r_0 (``out_probes``). Given several filtered
     tables (one job over a model's datasets), it writes a pair of tables for each, in order.
 
-    Every distinct model input is generated once, by ``engine`` (see
+    Every distinct model input is generated once, by ``job.engine`` (see
     :mod:`shiftwork.inference.generation`); the baselines' responses are the r_0. Then one batched
     transformers pass teacher-forces each input's r_0 (:mod:`shiftwork.inference.probe`) and
     gives the log-probability and entropy axes and the last-prompt-token states, whose per-layer
     cosine with the baseline's is the activation axis. Rows with the same model input and the
     same baseline are probed once; a variant whose input equals its baseline's has cosine
-    exactly 1. With ``n_shards`` > 1, only the prompts of shard ``shard`` (see :func:`shard_rows`)."""
-    from shiftwork.device import pick_device, pick_dtype
-    from shiftwork.inference.generation import ENGINES, VllmEngine, encode_inputs, generate_all
-    from shiftwork.inference.probe import probe_batches
-    from shiftwork.models.loading import load_tokenizer
-
-    if engine not in ENGINES:
-        raise ValueError(f"stability.generation.engine must be one of {ENGINES}, got {engine!r}")
+    exactly 1. With ``job.n_shards`` > 1, only the prompts of shard ``job.shard`` (see :func:`shard_rows`)."""
+    if job.engine not in ENGINES:
+        raise ValueError(f"stability.generation.engine must be one of {ENGINES}, got {job.engine!r}")
     filtered_paths, out_generations, out_probes = (
         [p] if isinstance(p, str) else list(p) for p in (filtered_paths, out_generations, out_probes)
     )
     if not len(filtered_paths) == len(out_generations) == len(out_probes):
         raise ValueError("generate_responses: one generations and one probes table per filtered table")
-    parts, offset = [], 0
-    for part, path in enumerate(filtered_paths):
-        table = read_table(path, ["dataset", "prompt_id", "variant_id", "text"] + VARIANT_META)
-        table = shard_rows(table, shard, n_shards).reset_index(drop=True)
-        base = table["prompt_id"].map(baseline_rows(table, path)) + offset
-        parts.append(table.assign(part=part, base_row=base))
-        offset += len(table)
-    variants = pd.concat(parts, ignore_index=True)
-    base_row = variants.pop("base_row").astype(int)
-    set_threads(threads)
-    info = read_info(model_dir)
-    chat = bool(info.get("chat"))
+    variants, base_row = _read_filtered(filtered_paths, job)
+    set_threads(job.threads)
+    chat = bool(read_info(model_dir).get("chat"))
     tokenizer = load_tokenizer(model_dir, "left")
-    where = f", shard {shard} of {n_shards}" if n_shards > 1 else ""
     inputs = pd.Series([model_input(tokenizer, t, chat) for t in variants["text"]], dtype=object)
     variants = variants.assign(model=model_name, model_input=inputs, base_input=inputs[base_row].to_numpy())
     unique_inputs = list(dict.fromkeys(variants["model_input"]))
-    rows_of: dict[tuple[str, str], list[int]] = {}
-    for i, key in enumerate(zip(variants["model_input"], variants["base_input"])):
-        rows_of.setdefault(key, []).append(i)
-    keys = list(rows_of)
-
+    where = f", shard {job.shard} of {job.n_shards}" if job.n_shards > 1 else ""
     LOGGER.info(
         "generate: %s with %s, %d rows, %d distinct inputs%s",
         model_name,
-        engine,
+        job.engine,
         len(variants),
         len(unique_inputs),
         where,
     )
     times = {"start": time.perf_counter()}
-    settings: dict[str, Any] = {}
-    generations = []
-    if engine == "vllm" and unique_inputs:
-        device = pick_device()
-        longest = max(len(ids) for ids in encode_inputs(tokenizer, unique_inputs, chat))
-        with VllmEngine(
-            model_dir,
-            tokenizer,
-            chat,
-            pick_dtype(dtype, device),
-            device,
-            max_len=longest + max_new_tokens + 1,
-            rows=len(unique_inputs),
-            threads=threads,
-        ) as vllm:
-            times["engine_ready"] = time.perf_counter()
-            settings = vllm.settings
-            generations = vllm.generate_all(unique_inputs, max_new_tokens)
-            times["generated"] = time.perf_counter()
-    lm = load_prepared(model_dir, dtype)
-    times["model_loaded"] = time.perf_counter()
-    if engine == "transformers" and unique_inputs:
-        generations = generate_all(lm, unique_inputs, max_new_tokens, batch_size)
-        times["generated"] = time.perf_counter()
-    answer = dict(zip(unique_inputs, generations))
-
-    extra = (
-        {"device": str(lm.device), "engine": engine}
-        | ({"vllm": settings} if settings else {})
-        | ({"shard": shard, "n_shards": n_shards} if n_shards > 1 else {})
-    )
-    common = {"model": model_name, "weight_digest": lm.info["weight_digest"], "extra": extra}
-    gen_prov = make_provenance(
-        "generate",
-        {"max_new_tokens": max_new_tokens, "batch_size": batch_size, "dtype": str(lm.dtype), "engine": engine},
-        **common,
-    )
-    probe_prov = make_provenance(
-        "probe", {"batch_size": batch_size, "dtype": str(lm.dtype), "store_hidden": store_hidden}, **common
-    )
-    gen_columns = KEYS + VARIANT_META + ["text", "model_input", "response", "n_tokens", "stopped"]
-    probe_columns = KEYS + ["logprob", "entropy", "n_response_tokens", "act_cos", "act_cos_layers"]
-    probe_columns += ["hidden_last"] if store_hidden else []
+    lm, answer, engine_settings = _answer_inputs(model_dir, tokenizer, chat, unique_inputs, job, times)
+    gen_prov, probe_prov = _generate_provenance(lm, model_name, job, engine_settings)
     gens = variants.assign(
         response=[answer[t].response for t in variants["model_input"]],
         n_tokens=[answer[t].n_tokens for t in variants["model_input"]],
         stopped=[answer[t].stopped for t in variants["model_input"]],
     )
-    base_hidden: dict[str, np.ndarray] = {}
-
-    def tables(batch_keys, results) -> tuple[pd.DataFrame, pd.DataFrame]:
-        """A probe batch's rows of both tables (with their ``part``)."""
-        rows, recs = [], []
-        for p in results:
-            key = batch_keys[p.index]
-            cos = (
-                np.ones(p.last_hidden.shape[0])
-                if key[0] == key[1]
-                else layer_cosines(p.last_hidden, base_hidden[key[1]])
-            )
-            rows += rows_of[key]
-            for i in rows_of[key]:
-                rec = {k: variants.at[i, k] for k in KEYS + ["part"]}
-                rec.update(
-                    logprob=p.logprob,
-                    entropy=p.entropy,
-                    n_response_tokens=p.n_response_tokens,
-                    act_cos=float(cos.mean()),
-                    act_cos_layers=cos.tolist(),
-                )
-                if store_hidden:
-                    rec["hidden_last"] = p.last_hidden.tolist()
-                recs.append(rec)
-        return gens.loc[rows], pd.DataFrame(recs, columns=probe_columns + ["part"])
-
-    # the probe pass, baselines first (their states are the reference of their variants' cosines);
-    # both tables are written batch by batch as it goes
     with ExitStack() as stack:
         writers = [
             (stack.enter_context(TableWriter(g, gen_prov)), stack.enter_context(TableWriter(p, probe_prov)))
             for g, p in zip(out_generations, out_probes)
         ]
-        written = [False] * len(writers)
-        for group in ([k for k in keys if k[0] == k[1]], [k for k in keys if k[0] != k[1]]):
-            r0 = [answer[k[1]].response for k in group]
-            what = "probe baselines" if group and group[0][0] == group[0][1] else "probe variants"
-            for results in probe_batches(lm, [k[0] for k in group], r0, batch_size, what):
-                if group and group[0][0] == group[0][1]:
-                    base_hidden.update((group[p.index][0], p.last_hidden) for p in results)
-                gen_rows, probe_rows = tables(group, results)
-                for part, (gen_writer, probe_writer) in enumerate(writers):
-                    if (gen_rows["part"] == part).any():
-                        gen_writer.write(gen_rows.loc[gen_rows["part"] == part, gen_columns])
-                        probe_writer.write(probe_rows.loc[probe_rows["part"] == part, probe_columns])
-                        written[part] = True
-        for (gen_writer, probe_writer), done in zip(writers, written):
-            if not done:  # e.g. a shard whose prompts the gate all dropped: keep the columns
-                gen_writer.write(pd.DataFrame(columns=gen_columns))
-                probe_writer.write(pd.DataFrame(columns=probe_columns))
+        n_keys = _probe_and_write(lm, gens, answer, job, writers)
     times["probed"] = time.perf_counter()
     n_tokens = int(sum(answer[t].n_tokens for t in unique_inputs))
-    stats = throughput("generate and probe", len(variants), len(keys), n_tokens, times["probed"] - times["start"])
+    stats = throughput("generate and probe", len(variants), n_keys, n_tokens, times["probed"] - times["start"])
     return stats | phase_seconds(times)
 
 
-def generate_api_responses(*args: Any, **kwargs: Any) -> dict[str, Any]:
-    """Rule generate_api_responses: a model behind an OpenAI-compatible API, the same generations
-    table and probes with what an API cannot observe missing; arguments and tables as
-    :func:`shiftwork.stability.api_generation.generate_api_responses`."""
-    from shiftwork.stability.api_generation import generate_api_responses as run
+GEN_COLUMNS = KEYS + VARIANT_META + ["text", "model_input", "response", "n_tokens", "stopped"]
+PROBE_COLUMNS = KEYS + ["logprob", "entropy", "n_response_tokens", "act_cos", "act_cos_layers"]
 
-    return run(*args, **kwargs)
+
+def _read_filtered(filtered_paths: Sequence[str], job: GenerateJob) -> tuple[pd.DataFrame, pd.Series]:
+    """The job's rows of every filtered table (its shard of the prompts), numbered across tables,
+    with the table each came from (``part``), and each row's baseline row."""
+    parts, offset = [], 0
+    for part, path in enumerate(filtered_paths):
+        table = read_table(path, ["dataset", "prompt_id", "variant_id", "text"] + VARIANT_META)
+        table = shard_rows(table, job.shard, job.n_shards).reset_index(drop=True)
+        base = table["prompt_id"].map(baseline_rows(table, path)) + offset
+        parts.append(table.assign(part=part, base_row=base))
+        offset += len(table)
+    variants = pd.concat(parts, ignore_index=True)
+    base_row = variants.pop("base_row").astype(int)
+    return variants, base_row
+
+
+def _answer_inputs(
+    model_dir: str, tokenizer: Any, chat: bool, unique_inputs: list[str], job: GenerateJob, times: dict[str, float]
+) -> tuple[Any, dict[str, Generation], dict[str, Any]]:
+    """The model loaded in transformers (for the probe), the greedy answer to each distinct input by
+    the job's engine, and vLLM's settings (empty with transformers); marks each phase in ``times``.
+    vLLM runs and stops before the model loads in transformers, so the two never share memory."""
+    decoding = Decoding(job.max_new_tokens, job.batch_size)
+    engine_settings: dict[str, Any] = {}
+    generations: list[Generation] = []
+    if job.engine == "vllm" and unique_inputs:
+        device = pick_device()
+        longest = max(len(ids) for ids in encode_inputs(tokenizer, unique_inputs, chat))
+        size = EngineSize(longest + job.max_new_tokens + 1, len(unique_inputs), threads=job.threads)
+        with VllmEngine(model_dir, tokenizer, chat, pick_dtype(job.dtype, device), device, size) as vllm:
+            times["engine_ready"] = time.perf_counter()
+            engine_settings = vllm.settings
+            generations = generate(vllm, unique_inputs, decoding)
+            times["generated"] = time.perf_counter()
+    lm = load_prepared(model_dir, job.dtype)
+    times["model_loaded"] = time.perf_counter()
+    if job.engine == "transformers" and unique_inputs:
+        generations = generate(lm, unique_inputs, decoding)
+        times["generated"] = time.perf_counter()
+    return lm, dict(zip(unique_inputs, generations)), engine_settings
+
+
+def _generate_provenance(
+    lm: Any, model_name: str, job: GenerateJob, engine_settings: Mapping[str, Any]
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The provenance of the generations table and of the probes table."""
+    extra = (
+        {"device": str(lm.device), "engine": job.engine}
+        | ({"vllm": engine_settings} if engine_settings else {})
+        | ({"shard": job.shard, "n_shards": job.n_shards} if job.n_shards > 1 else {})
+    )
+    common = {"model": model_name, "weight_digest": lm.info["weight_digest"], "extra": extra}
+    gen_settings = {
+        "max_new_tokens": job.max_new_tokens,
+        "batch_size": job.batch_size,
+        "dtype": str(lm.dtype),
+        "engine": job.engine,
+    }
+    probe_settings = {"batch_size": job.batch_size, "dtype": str(lm.dtype), "store_hidden": job.store_hidden}
+    return make_provenance("generate", gen_settings, **common), make_provenance("probe", probe_settings, **common)
+
+
+def _probe_and_write(
+    lm: Any, gens: pd.DataFrame, answer: Mapping[str, Generation], job: GenerateJob, writers: list
+) -> int:
+    """The probe pass, baselines first (their states are the reference of their variants'
+    cosines), each batch's rows written to both tables of its part as it goes. Rows with the same
+    (model input, baseline input) are probed once. Returns the number of distinct pairs probed."""
+    rows_of: dict[tuple[str, str], list[int]] = {}
+    for i, key in enumerate(zip(gens["model_input"], gens["base_input"])):
+        rows_of.setdefault(key, []).append(i)
+    keys = list(rows_of)
+    probe_columns = PROBE_COLUMNS + (["hidden_last"] if job.store_hidden else [])
+    base_hidden: dict[str, np.ndarray] = {}
+    written = [False] * len(writers)
+    for group in ([k for k in keys if k[0] == k[1]], [k for k in keys if k[0] != k[1]]):
+        r0 = [answer[k[1]].response for k in group]
+        baselines = bool(group) and group[0][0] == group[0][1]
+        what = "probe baselines" if baselines else "probe variants"
+        for results in probe_batches(lm, [k[0] for k in group], r0, job.batch_size, what):
+            if baselines:
+                base_hidden.update((group[p.index][0], p.last_hidden) for p in results)
+            rows, recs = _probe_records(gens, group, results, rows_of, base_hidden, job.store_hidden)
+            gen_rows, probe_rows = gens.loc[rows], pd.DataFrame(recs, columns=probe_columns + ["part"])
+            for part, (gen_writer, probe_writer) in enumerate(writers):
+                if (gen_rows["part"] == part).any():
+                    gen_writer.write(gen_rows.loc[gen_rows["part"] == part, GEN_COLUMNS])
+                    probe_writer.write(probe_rows.loc[probe_rows["part"] == part, probe_columns])
+                    written[part] = True
+    for (gen_writer, probe_writer), done in zip(writers, written):
+        if not done:  # e.g. a shard whose prompts the gate all dropped: keep the columns
+            gen_writer.write(pd.DataFrame(columns=GEN_COLUMNS))
+            probe_writer.write(pd.DataFrame(columns=probe_columns))
+    return len(keys)
+
+
+def _probe_records(
+    gens: pd.DataFrame,
+    batch_keys: Sequence[tuple[str, str]],
+    results: Sequence[Any],
+    rows_of: Mapping[tuple[str, str], list[int]],
+    base_hidden: Mapping[str, np.ndarray],
+    store_hidden: bool,
+) -> tuple[list[int], list[dict[str, Any]]]:
+    """A probe batch's generation rows and probe records (with their ``part``): every row sharing
+    a probed (input, baseline) pair gets its values; the activation axis is the per-layer cosine
+    with the baseline's state, exactly 1 where the input is the baseline's."""
+    rows, recs = [], []
+    for p in results:
+        key = batch_keys[p.index]
+        cos = np.ones(p.last_hidden.shape[0]) if key[0] == key[1] else layer_cosines(p.last_hidden, base_hidden[key[1]])
+        rows += rows_of[key]
+        for i in rows_of[key]:
+            rec = {k: gens.at[i, k] for k in KEYS + ["part"]}
+            rec.update(
+                logprob=p.logprob,
+                entropy=p.entropy,
+                n_response_tokens=p.n_response_tokens,
+                act_cos=float(cos.mean()),
+                act_cos_layers=cos.tolist(),
+            )
+            if store_hidden:
+                rec["hidden_last"] = p.last_hidden.tolist()
+            recs.append(rec)
+    return rows, recs
+
+
+def generate_api_responses(
+    filtered_paths: str | Sequence[str],
+    model_name: str,
+    out_generations: str | Sequence[str],
+    out_probes: str | Sequence[str],
+    job: ApiJob,
+) -> dict[str, Any]:
+    """Rule generate_api_responses: a model behind an OpenAI-compatible API, the same generations
+    table and probes with what an API cannot observe missing
+    (:func:`shiftwork.stability.api_generation.api_responses`)."""
+    return api_responses(filtered_paths, model_name, out_generations, out_probes, job)
 
 
 def phase_seconds(times: Mapping[str, float]) -> dict[str, float]:
@@ -271,98 +303,51 @@ def phase_seconds(times: Mapping[str, float]) -> dict[str, float]:
 def score_axes(
     generations_path: str,
     probes_path: str,
-    encoder_name: str,
-    encoder_spec: Mapping[str, Any],
     out: str,
     out_judgments: str,
-    structural_baseline: str = "rewrite",
-    judge_dir: str | None = None,
-    judge_batch_size: int = 16,
-    judge_api: Mapping[str, Any] | None = None,
-    judge_cache: str | None = None,
-    judge_name: str | None = None,
-    bleu: str = "sentence",
-    bert_scale: str = "raw",
-    bert_baseline: float | str = "auto",
-    seed: int = 0,
-    noise_detector: str = "margin",
+    job: AxesJob,
     gate_baseline_path: str | None = None,
 ) -> None:
-    """The six signed axis deltas for every variant (see :mod:`shiftwork.stability.axes`); with
-    ``judge_dir`` (a prepared model) or ``judge_api`` (an ``openai_compatible`` source named
-    ``judge_name``, replies cached under ``judge_cache``), a judge decides register and form
-    mirroring pairwise, and every judged pair is written to ``out_judgments`` (an empty table
-    without a judge). ``bleu`` is the BLEU definition; ``bert_scale`` ``rescaled`` puts the BERT
-    axis on the (F1 - b) / (1 - b) scale, b from ``bert_baseline`` (a number; ``auto``:
-    mismatched baseline replies, ``seed``; ``gate``: the gate's b in ``gate_baseline_path``)."""
-    from shiftwork.encoders import Encoder
-    from shiftwork.stability import axes as axes_mod
-    from shiftwork.stability.axes import check_ranges
-    from shiftwork.stability.axes import score_axes as axis_deltas
-    from shiftwork.stability.judge import api_completer, judge_pairs, local_completer
-
+    """The six signed axis deltas for every variant (see :mod:`shiftwork.stability.axes`); with a
+    judge (``job.judge``: a prepared model, or an ``openai_compatible`` source whose replies are
+    cached), a judge decides register and form mirroring pairwise, and every judged pair is written
+    to ``out_judgments`` (an empty table without a judge). ``job.axes.bleu`` is the BLEU definition;
+    ``bert_scale`` ``rescaled`` puts the BERT axis on the (F1 - b) / (1 - b) scale, b from
+    ``bert_baseline`` (a number; ``auto``: mismatched baseline replies, ``job.seed``; ``gate``: the
+    gate's b in ``gate_baseline_path``)."""
     gens = read_table(generations_path)
     probes = read_table(probes_path)
     model = str(gens["model"].iloc[0]) if len(gens) else ""
-    encoder: dict[str, Encoder] = {}
-
-    def bert_f1(cands, refs):
-        enc = encoder.setdefault("e", Encoder(encoder_name, encoder_spec))
-        return enc.f1(cands, refs)
-
-    if judge_dir:
-        judge_name = read_info(judge_dir)["name"]
-    elif judge_api:
-        judge_name = judge_name or judge_api["model"]
-    judged: list[pd.DataFrame] = []
-    judge_fn = None
-    if judge_dir or judge_api:
-        if judge_api:
-            complete = api_completer(judge_name, judge_api, judge_cache)
-        else:
-            complete = local_completer(load_prepared(judge_dir), batch_size=judge_batch_size)
-
-        def judge_fn(pairs: pd.DataFrame):
-            table = judge_pairs(pairs, complete)
-            judged.append(table)
-            return table["verdict"].to_numpy()
-
-    if bert_scale not in axes_mod.BERT_SCALES:
-        raise ValueError(f"stability.axes.bert_scale must be one of {list(axes_mod.BERT_SCALES)}, got {bert_scale!r}")
-    rescale = None
-    if bert_scale == "rescaled" and bert_baseline == "gate":
-        if not gate_baseline_path:
-            raise ValueError("stability.axes.bert_baseline gate needs the gate's baseline table")
-        row = gate_mod.read_baseline(
-            gate_baseline_path, encoder_name, "stability.axes.bert_baseline gate", "the BERT axis uses"
-        )
-        rescale = {"b": float(row["b"]), "method": f"the gate's ({row['method']})", "n_pairs": int(row["n_pairs"])}
-    elif bert_scale == "rescaled":
-        rescale = axes_mod.bert_baseline(gens, bert_f1, bert_baseline, seed)
-    deltas = axis_deltas(
+    bert_f1 = _lazy_f1(job.encoder_name, job.encoder_spec)
+    judge_name, judge_fn, judged = _judge(job.judge)
+    axes = job.axes
+    rescale = _bert_rescale(job, gens, bert_f1, gate_baseline_path)
+    deltas = axes_mod.axis_deltas(
         gens,
         probes,
         bert_f1,
         judge_fn,
-        structural_baseline,
-        bleu=bleu,
+        job.structural_baseline,
+        bleu=axes.bleu,
         bert_b=rescale["b"] if rescale else None,
-        noise_detector=noise_detector,
+        noise_detector=axes.noise_detector,
     )
-    problems = check_ranges(deltas, bleu=bleu, bert_scale=bert_scale, structural_baseline=structural_baseline)
+    problems = axes_mod.check_ranges(
+        deltas, bleu=axes.bleu, bert_scale=axes.bert_scale, structural_baseline=job.structural_baseline
+    )
     if problems:
         raise ValueError(f"{generations_path}: axis values out of range:\n  " + "\n  ".join(problems[:20]))
     settings = {
-        "encoder": encoder_name,
+        "encoder": job.encoder_name,
         "judge": judge_name,
-        "structural_baseline": structural_baseline,
-        "bleu": bleu,
-        "bert_scale": bert_scale,
-        "noise_detector": noise_detector,
+        "structural_baseline": job.structural_baseline,
+        "bleu": axes.bleu,
+        "bert_scale": axes.bert_scale,
+        "noise_detector": axes.noise_detector,
     }
     extra: dict[str, Any] = {"unobservable_axes": axes_mod.unobservable_axes(deltas)}
     if rescale:  # b, how it was found, and how many replies the clip at 0 set to -1
-        settings |= {"bert_baseline": bert_baseline, "seed": seed}
+        settings |= {"bert_baseline": axes.bert_baseline, "seed": job.seed}
         extra["bert_rescale"] = rescale | {"n_at_floor": int((deltas["BERT"] == -1.0).sum())}
     judgments = judged[0] if judged else pd.DataFrame(columns=["variant_id", "verdict", "parsed"])
     judgments.insert(0, "model", model)
@@ -379,6 +364,59 @@ def score_axes(
             int((~judgments["parsed"]).sum()),
         )
     LOGGER.info("scored %d variants of %d prompts", len(deltas), deltas["prompt_id"].nunique())
+
+
+def _lazy_f1(encoder_name: str, encoder_spec: Mapping[str, Any]) -> Callable[[list[str], list[str]], np.ndarray]:
+    """BERTScore F1 of (candidate, reference) pairs by the encoder, which loads on the first call
+    (a table whose replies all equal their baseline's never loads it)."""
+    encoder: dict[str, encoders.Encoder] = {}
+
+    def bert_f1(cands, refs):
+        enc = encoder.setdefault("e", encoders.Encoder(encoder_name, encoder_spec))
+        return enc.f1(cands, refs)
+
+    return bert_f1
+
+
+def _judge(source: TextModel | None) -> tuple[str | None, Callable[[pd.DataFrame], np.ndarray] | None, list]:
+    """The judge's name, the function the axes call with the pairs to judge (None without a judge),
+    and the list that collects each judged table."""
+    judge_name = source.name if source else None
+    judged: list[pd.DataFrame] = []
+    if source is None or not (source.model_dir or source.api):
+        return judge_name, None, judged
+    if source.model_dir:
+        judge_name = read_info(source.model_dir)["name"]
+        complete = local_completer(load_prepared(source.model_dir), batch_size=source.batch_size)
+    else:
+        judge_name = judge_name or source.api["model"]
+        complete = api_completer(judge_name, source.api, source.cache)
+
+    def judge_fn(pairs: pd.DataFrame):
+        table = judge_pairs(pairs, complete)
+        judged.append(table)
+        return table["verdict"].to_numpy()
+
+    return judge_name, judge_fn, judged
+
+
+def _bert_rescale(
+    job: AxesJob, gens: pd.DataFrame, bert_f1: Callable, gate_baseline_path: str | None
+) -> dict[str, Any] | None:
+    """The rescale baseline of the BERT axis (``{"b", "method", "n_pairs"}``), or None on the raw scale."""
+    bert_scale, bert_baseline = job.axes.bert_scale, job.axes.bert_baseline
+    if bert_scale not in axes_mod.BERT_SCALES:
+        raise ValueError(f"stability.axes.bert_scale must be one of {list(axes_mod.BERT_SCALES)}, got {bert_scale!r}")
+    if bert_scale == "rescaled" and bert_baseline == "gate":
+        if not gate_baseline_path:
+            raise ValueError("stability.axes.bert_baseline gate needs the gate's baseline table")
+        row = gate_mod.read_baseline(
+            gate_baseline_path, job.encoder_name, "stability.axes.bert_baseline gate", "the BERT axis uses"
+        )
+        return {"b": float(row["b"]), "method": f"the gate's ({row['method']})", "n_pairs": int(row["n_pairs"])}
+    if bert_scale == "rescaled":
+        return axes_mod.bert_baseline(gens, bert_f1, bert_baseline, job.seed)
+    return None
 
 
 def judge_sample(judgment_paths: list[str], per_cell: int, seed: int, out_table: str, out_md: str) -> None:
@@ -482,55 +520,24 @@ def sample_prompts(name: str, spec: Mapping[str, Any], out: str, root: str = "."
 
 
 def rewrite_prompts(
-    prompts_path: str,
-    model_dir: str | None,
-    settings: Mapping[str, Any],
-    out: str,
-    cache_path: str,
-    batch_size: int,
-    dtype: str,
-    api: Mapping[str, Any] | None = None,
-    api_cache: str | None = None,
+    prompts_path: str, settings: Mapping[str, Any], rewriter: TextModel, out: str, cache_path: str
 ) -> None:
-    """Structural rewrites of every prompt by the rewriter model; cached by content. With
-    ``api`` (an ``openai_compatible`` source) the rewriter is that API model, ``model_dir`` None."""
-    import json
-
-    from shiftwork.inference.generation import generate_all
-    from shiftwork.stability.variants.structural import messages_as_plain
-
+    """Structural rewrites of every prompt by the rewriter model (``settings``:
+    ``stability.variants.structural``); cached by content in ``cache_path``. The rewriter is a
+    prepared local model or, with ``rewriter.api``, an ``openai_compatible`` source."""
     prompts = read_table(prompts_path, ["prompt_id", "prompt"])
-    if api is not None:
-        from shiftwork.inference.api import ApiSettings
-        from shiftwork.stability.api_generation import api_weight_digest
-
-        api_settings = ApiSettings.from_source(settings["rewriter"], api)
+    if rewriter.api is not None:
+        api_settings = ApiSettings.from_source(settings["rewriter"], rewriter.api)
         info = {"name": settings["rewriter"], "weight_digest": api_weight_digest(api_settings)}
         public = api_settings.public()
     else:
-        info = read_info(model_dir)
+        info = read_info(rewriter.model_dir)
         public = None
     requests = rewrite_requests(prompts, settings["lengths"], settings["form"], settings["baseline"])
     cache = read_cache(cache_path, ["cache_key", "instruction", "rewrite"])
     max_new = int(settings["max_new_tokens"])
-
-    def rewrite_fn(instructions: Sequence[str]) -> list[str]:
-        # run_rewrites calls this once, with every request the cache lacks, and not at all
-        # when the cache holds them all: the model loads only when it has work to do
-        if api is not None:
-            from shiftwork.inference.api import make_complete
-
-            complete = make_complete(settings["rewriter"], api, api_cache)
-            return complete([json.loads(ins) for ins in instructions], max_new)
-        lm = load_prepared(model_dir, dtype)
-        chats = [json.loads(ins) for ins in instructions]
-        if lm.chat:
-            inputs = [lm.tokenizer.apply_chat_template(c, tokenize=False, add_generation_prompt=True) for c in chats]
-        else:
-            inputs = [messages_as_plain(c) for c in chats]
-        return [g.response for g in generate_all(lm, inputs, max_new, batch_size, what="rewrite")]
-
     start = time.perf_counter()
+    rewrite_fn = partial(_rewrite, settings["rewriter"], rewriter, max_new)
     table, n_new = run_rewrites(requests, rewrite_fn, info["weight_digest"], max_new, cache)
     LOGGER.info(
         "rewrites: %d requests, %d generated, %d from cache, %.1f s",
@@ -548,6 +555,22 @@ def rewrite_prompts(
     if n_new:
         write_table(merge_cache(cache, table), cache_path, prov)
     write_table(table, out, prov)
+
+
+def _rewrite(name: str, rewriter: TextModel, max_new: int, instructions: Sequence[str]) -> list[str]:
+    """The rewriter's replies to the instructions (chat messages as JSON). run_rewrites calls this
+    once, with every request the cache lacks, and not at all when the cache holds them all: the
+    model loads only when it has work to do."""
+    chats = [json.loads(ins) for ins in instructions]
+    if rewriter.api is not None:
+        complete = make_complete(name, rewriter.api, rewriter.cache)
+        return complete(chats, max_new)
+    lm = load_prepared(rewriter.model_dir, rewriter.dtype)
+    if lm.chat:
+        inputs = [lm.tokenizer.apply_chat_template(c, tokenize=False, add_generation_prompt=True) for c in chats]
+    else:
+        inputs = [messages_as_plain(c) for c in chats]
+    return [g.response for g in generate(lm, inputs, Decoding(max_new, rewriter.batch_size), what="rewrite")]
 
 
 def make_variants(
@@ -609,14 +632,11 @@ def filter_variants(
     encoder_name: str,
     encoder_spec: Mapping[str, Any],
     gate: Mapping[str, Any],
-    out_kept: str,
-    out_summary: str,
-    out_dropped: str,
-    out_scores: str,
+    outs: Mapping[str, str],
 ) -> None:
-    """The meaning gate on one dataset's variants: the kept variants, the dropped prompts, the
-    mean scores per family x kind x position x strength, and every variant's score (``out_scores``,
-    :func:`shiftwork.stability.gate.variant_scores`)."""
+    """The meaning gate on one dataset's variants: the kept variants (``outs["kept"]``), the dropped
+    prompts (``dropped``), the mean scores per family x kind x position x strength (``summary``),
+    and every variant's score (``scores``, :func:`shiftwork.stability.gate.variant_scores`)."""
     variants = read_table(variants_path, ["prompt_id", "family", "original", "text"])
     b = float(read_table(baseline_path, ["b"])["b"].iloc[0])
     scale, threshold = gate["scale"], float(gate["threshold"])
@@ -632,10 +652,10 @@ def filter_variants(
         frame["scale"] = scale
         frame["threshold"] = threshold
     prov = make_provenance("filter_variants", {"encoder": encoder_name, **gate, "b": b})
-    write_table(summary, out_summary, prov)
-    write_table(dropped, out_dropped, prov)
-    write_table(scores, out_scores, prov)
-    write_table(kept, out_kept, prov)
+    write_table(summary, outs["summary"], prov)
+    write_table(dropped, outs["dropped"], prov)
+    write_table(scores, outs["scores"], prov)
+    write_table(kept, outs["kept"], prov)
     LOGGER.info("gate: kept %d of %d prompts", kept["prompt_id"].nunique(), variants["prompt_id"].nunique())
 
 
