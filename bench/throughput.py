@@ -41,7 +41,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -340,49 +340,64 @@ def vllm_alone(
     return out, {**timing, **info, "rows": len(out), "tokens": n_tokens, "threads": torch.get_num_threads()}
 
 
+class ModelRun(NamedTuple):
+    """How every measurement runs the model (the command line's --model-dir, --max-new-tokens,
+    --batch-size, --dtype and --threads). A named tuple, not a dataclass: tests load this file
+    as a module that is not in ``sys.modules``, where dataclasses cannot resolve annotations."""
+
+    model_dir: str
+    max_new_tokens: int
+    batch_size: int
+    dtype: str
+    threads: int
+
+
+def reference_run(variants_path: str, run: ModelRun) -> tuple[pd.DataFrame, dict[str, Any]]:
+    """(b): the model loaded once, then the published method's loop over the variants, timed."""
+    from shiftwork.device import set_threads
+    from shiftwork.models.loading import load_prepared
+    from shiftwork.tables import read_table
+
+    set_threads(run.threads)
+    lm = load_prepared(run.model_dir, run.dtype)
+    variants = read_table(variants_path)
+    start = time.perf_counter()
+    outputs = reference_loop(lm, variants, run.max_new_tokens)
+    result = {
+        "wall_s": time.perf_counter() - start,
+        "rows": len(outputs),
+        "tokens": int(outputs["n_tokens"].sum()),
+        "device": str(lm.device),
+        "dtype": str(lm.dtype).replace("torch.", ""),
+    }
+    return outputs, result
+
+
 def run_child(
-    kind: str,
-    variants_path: str,
-    work: str,
-    model_dir: str,
-    max_new_tokens: int,
-    batch_size: int,
-    dtype: str,
-    threads: int,
-    probes_from: str | None = None,
+    kind: str, variants_path: str, work: str, run: ModelRun, probes_from: str | None = None
 ) -> dict[str, Any]:
     """One measurement in this (fresh) process: ``job`` (a), ``reference`` (b), ``transformers``
     (c) or ``vllm`` (d). Times cover what each does: for (a), (c) and (d) start-up, model loads
     and Parquet I/O as well, for (b) the loop after loading the model once."""
     import torch
 
-    from shiftwork.device import set_threads
     from shiftwork.tables import read_table, write_table
 
     Path(work).mkdir(parents=True, exist_ok=True)
     cpu0 = cpu_seconds()
     if kind in ("job", "transformers"):
         engine = "vllm" if kind == "job" else "transformers"
-        result = run_generate(variants_path, model_dir, work, max_new_tokens, batch_size, dtype, threads, engine)
+        result = run_generate(
+            variants_path, run.model_dir, work, run.max_new_tokens, run.batch_size, run.dtype, run.threads, engine
+        )
         write_table(pipeline_outputs(work), Path(work) / "outputs.parquet")
     elif kind == "vllm":
-        outputs, result = vllm_alone(read_table(variants_path), model_dir, max_new_tokens, dtype, threads, probes_from)
+        outputs, result = vllm_alone(
+            read_table(variants_path), run.model_dir, run.max_new_tokens, run.dtype, run.threads, probes_from
+        )
         write_table(outputs, Path(work) / "outputs.parquet")
     else:
-        from shiftwork.models.loading import load_prepared
-
-        set_threads(threads)
-        lm = load_prepared(model_dir, dtype)
-        variants = read_table(variants_path)
-        start = time.perf_counter()
-        outputs = reference_loop(lm, variants, max_new_tokens)
-        result = {
-            "wall_s": time.perf_counter() - start,
-            "rows": len(outputs),
-            "tokens": int(outputs["n_tokens"].sum()),
-            "device": str(lm.device),
-            "dtype": str(lm.dtype).replace("torch.", ""),
-        }
+        outputs, result = reference_run(variants_path, run)
         write_table(outputs, Path(work) / "outputs.parquet")
     result.update(kind=kind, cpu_s=cpu_seconds() - cpu0, threads=torch.get_num_threads(), peak_rss_mib=peak_rss_mib())
     if torch.cuda.is_available():
@@ -764,9 +779,8 @@ def child_main(argv: Sequence[str]) -> None:
     p.add_argument("--threads", type=int, required=True)
     p.add_argument("--probes-from")
     a = p.parse_args(argv)
-    result = run_child(
-        a.kind, a.variants, a.work, a.model_dir, a.max_new_tokens, a.batch_size, a.dtype, a.threads, a.probes_from
-    )
+    run = ModelRun(a.model_dir, a.max_new_tokens, a.batch_size, a.dtype, a.threads)
+    result = run_child(a.kind, a.variants, a.work, run, a.probes_from)
     Path(a.report).write_text(json.dumps(result))
 
 
