@@ -645,6 +645,43 @@ def ratios(summary: dict[str, dict[str, Any]]) -> dict[str, float]:
     }
 
 
+def compare_outputs(
+    outputs: dict[str, pd.DataFrame], tol: float
+) -> tuple[dict[str, dict[str, Any]], dict[str, dict[str, Any]]]:
+    """(responses, probes): the pairs of measurements whose responses are compared token for
+    token, and those whose probe values are compared within ``tol`` ((d): its prompt
+    log-probabilities against the job's)."""
+    responses = {
+        "(a) vs (b)": same_responses(outputs["job"], outputs["reference"]),
+        "(c) vs (b)": same_responses(outputs["transformers"], outputs["reference"]),
+        "(a) vs (c)": same_responses(outputs["job"], outputs["transformers"]),
+        "(d) vs (a)": same_responses(outputs["vllm"], outputs["job"]),
+    }
+    probes = {
+        "(a) vs (b)": probe_diffs(outputs["job"], outputs["reference"], tol),
+        "(c) vs (b)": probe_diffs(outputs["transformers"], outputs["reference"], tol),
+        "(d) prompt logprobs vs (a)": probe_diffs(
+            outputs["vllm"].dropna(subset=["vllm_logprob"]).rename(columns={"vllm_logprob": "logprob"}),
+            outputs["job"],
+            tol,
+            ("logprob",),
+        ),
+    }
+    return responses, probes
+
+
+def contention(measured: list[dict[str, Any]]) -> dict[str, Any]:
+    """The load other processes put on the machine during the ``measured`` runs."""
+    loads = [x for r in measured for x in r["load_1min"]]
+    return {
+        "load_1min_min": min(loads),
+        "load_1min_max": max(loads),
+        "other_cpu_share_max": max(r.get("other_cpu_share", 0.0) for r in measured),
+        "note": "other_cpu_share: CPU time of other processes during a measurement, as a share "
+        "of all CPUs; near 0 means the machine was otherwise idle",
+    }
+
+
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     args = parse_args(argv)
     from shiftwork.tables import read_table, write_table, write_text
@@ -668,22 +705,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             flush=True,
         )
     summary = {kind: summarise(r) for kind, r in runs.items()}
-    responses = {
-        "(a) vs (b)": same_responses(outputs["job"], outputs["reference"]),
-        "(c) vs (b)": same_responses(outputs["transformers"], outputs["reference"]),
-        "(a) vs (c)": same_responses(outputs["job"], outputs["transformers"]),
-        "(d) vs (a)": same_responses(outputs["vllm"], outputs["job"]),
-    }
-    probes = {
-        "(a) vs (b)": probe_diffs(outputs["job"], outputs["reference"], args.tol),
-        "(c) vs (b)": probe_diffs(outputs["transformers"], outputs["reference"], args.tol),
-        "(d) prompt logprobs vs (a)": probe_diffs(
-            outputs["vllm"].dropna(subset=["vllm_logprob"]).rename(columns={"vllm_logprob": "logprob"}),
-            outputs["job"],
-            args.tol,
-            ("logprob",),
-        ),
-    }
+    responses, probes = compare_outputs(outputs, args.tol)
     first = runs["job"][0]
     result: dict[str, Any] = {
         "model": MODEL,
@@ -711,15 +733,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             "cpu_capability": cpu_capability(),
         },
     }
-    measured = [r for rs in runs.values() for r in rs]
-    loads = [x for r in measured for x in r["load_1min"]]
-    result["contention"] = {
-        "load_1min_min": min(loads),
-        "load_1min_max": max(loads),
-        "other_cpu_share_max": max(r.get("other_cpu_share", 0.0) for r in measured),
-        "note": "other_cpu_share: CPU time of other processes during a measurement, as a share "
-        "of all CPUs; near 0 means the machine was otherwise idle",
-    }
+    result["contention"] = contention([r for rs in runs.values() for r in rs])
     result["equal"] = (
         responses["(a) vs (c)"]["identical_share"] == 1.0
         and responses["(c) vs (b)"]["identical_share"] == 1.0
