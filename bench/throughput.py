@@ -41,7 +41,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -340,49 +340,64 @@ def vllm_alone(
     return out, {**timing, **info, "rows": len(out), "tokens": n_tokens, "threads": torch.get_num_threads()}
 
 
+class ModelRun(NamedTuple):
+    """How every measurement runs the model (the command line's --model-dir, --max-new-tokens,
+    --batch-size, --dtype and --threads). A named tuple, not a dataclass: tests load this file
+    as a module that is not in ``sys.modules``, where dataclasses cannot resolve annotations."""
+
+    model_dir: str
+    max_new_tokens: int
+    batch_size: int
+    dtype: str
+    threads: int
+
+
+def reference_run(variants_path: str, run: ModelRun) -> tuple[pd.DataFrame, dict[str, Any]]:
+    """(b): the model loaded once, then the published method's loop over the variants, timed."""
+    from shiftwork.device import set_threads
+    from shiftwork.models.loading import load_prepared
+    from shiftwork.tables import read_table
+
+    set_threads(run.threads)
+    lm = load_prepared(run.model_dir, run.dtype)
+    variants = read_table(variants_path)
+    start = time.perf_counter()
+    outputs = reference_loop(lm, variants, run.max_new_tokens)
+    result = {
+        "wall_s": time.perf_counter() - start,
+        "rows": len(outputs),
+        "tokens": int(outputs["n_tokens"].sum()),
+        "device": str(lm.device),
+        "dtype": str(lm.dtype).replace("torch.", ""),
+    }
+    return outputs, result
+
+
 def run_child(
-    kind: str,
-    variants_path: str,
-    work: str,
-    model_dir: str,
-    max_new_tokens: int,
-    batch_size: int,
-    dtype: str,
-    threads: int,
-    probes_from: str | None = None,
+    kind: str, variants_path: str, work: str, run: ModelRun, probes_from: str | None = None
 ) -> dict[str, Any]:
     """One measurement in this (fresh) process: ``job`` (a), ``reference`` (b), ``transformers``
     (c) or ``vllm`` (d). Times cover what each does: for (a), (c) and (d) start-up, model loads
     and Parquet I/O as well, for (b) the loop after loading the model once."""
     import torch
 
-    from shiftwork.device import set_threads
     from shiftwork.tables import read_table, write_table
 
     Path(work).mkdir(parents=True, exist_ok=True)
     cpu0 = cpu_seconds()
     if kind in ("job", "transformers"):
         engine = "vllm" if kind == "job" else "transformers"
-        result = run_generate(variants_path, model_dir, work, max_new_tokens, batch_size, dtype, threads, engine)
+        result = run_generate(
+            variants_path, run.model_dir, work, run.max_new_tokens, run.batch_size, run.dtype, run.threads, engine
+        )
         write_table(pipeline_outputs(work), Path(work) / "outputs.parquet")
     elif kind == "vllm":
-        outputs, result = vllm_alone(read_table(variants_path), model_dir, max_new_tokens, dtype, threads, probes_from)
+        outputs, result = vllm_alone(
+            read_table(variants_path), run.model_dir, run.max_new_tokens, run.dtype, run.threads, probes_from
+        )
         write_table(outputs, Path(work) / "outputs.parquet")
     else:
-        from shiftwork.models.loading import load_prepared
-
-        set_threads(threads)
-        lm = load_prepared(model_dir, dtype)
-        variants = read_table(variants_path)
-        start = time.perf_counter()
-        outputs = reference_loop(lm, variants, max_new_tokens)
-        result = {
-            "wall_s": time.perf_counter() - start,
-            "rows": len(outputs),
-            "tokens": int(outputs["n_tokens"].sum()),
-            "device": str(lm.device),
-            "dtype": str(lm.dtype).replace("torch.", ""),
-        }
+        outputs, result = reference_run(variants_path, run)
         write_table(outputs, Path(work) / "outputs.parquet")
     result.update(kind=kind, cpu_s=cpu_seconds() - cpu0, threads=torch.get_num_threads(), peak_rss_mib=peak_rss_mib())
     if torch.cuda.is_available():
@@ -630,6 +645,43 @@ def ratios(summary: dict[str, dict[str, Any]]) -> dict[str, float]:
     }
 
 
+def compare_outputs(
+    outputs: dict[str, pd.DataFrame], tol: float
+) -> tuple[dict[str, dict[str, Any]], dict[str, dict[str, Any]]]:
+    """(responses, probes): the pairs of measurements whose responses are compared token for
+    token, and those whose probe values are compared within ``tol`` ((d): its prompt
+    log-probabilities against the job's)."""
+    responses = {
+        "(a) vs (b)": same_responses(outputs["job"], outputs["reference"]),
+        "(c) vs (b)": same_responses(outputs["transformers"], outputs["reference"]),
+        "(a) vs (c)": same_responses(outputs["job"], outputs["transformers"]),
+        "(d) vs (a)": same_responses(outputs["vllm"], outputs["job"]),
+    }
+    probes = {
+        "(a) vs (b)": probe_diffs(outputs["job"], outputs["reference"], tol),
+        "(c) vs (b)": probe_diffs(outputs["transformers"], outputs["reference"], tol),
+        "(d) prompt logprobs vs (a)": probe_diffs(
+            outputs["vllm"].dropna(subset=["vllm_logprob"]).rename(columns={"vllm_logprob": "logprob"}),
+            outputs["job"],
+            tol,
+            ("logprob",),
+        ),
+    }
+    return responses, probes
+
+
+def contention(measured: list[dict[str, Any]]) -> dict[str, Any]:
+    """The load other processes put on the machine during the ``measured`` runs."""
+    loads = [x for r in measured for x in r["load_1min"]]
+    return {
+        "load_1min_min": min(loads),
+        "load_1min_max": max(loads),
+        "other_cpu_share_max": max(r.get("other_cpu_share", 0.0) for r in measured),
+        "note": "other_cpu_share: CPU time of other processes during a measurement, as a share "
+        "of all CPUs; near 0 means the machine was otherwise idle",
+    }
+
+
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     args = parse_args(argv)
     from shiftwork.tables import read_table, write_table, write_text
@@ -653,22 +705,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             flush=True,
         )
     summary = {kind: summarise(r) for kind, r in runs.items()}
-    responses = {
-        "(a) vs (b)": same_responses(outputs["job"], outputs["reference"]),
-        "(c) vs (b)": same_responses(outputs["transformers"], outputs["reference"]),
-        "(a) vs (c)": same_responses(outputs["job"], outputs["transformers"]),
-        "(d) vs (a)": same_responses(outputs["vllm"], outputs["job"]),
-    }
-    probes = {
-        "(a) vs (b)": probe_diffs(outputs["job"], outputs["reference"], args.tol),
-        "(c) vs (b)": probe_diffs(outputs["transformers"], outputs["reference"], args.tol),
-        "(d) prompt logprobs vs (a)": probe_diffs(
-            outputs["vllm"].dropna(subset=["vllm_logprob"]).rename(columns={"vllm_logprob": "logprob"}),
-            outputs["job"],
-            args.tol,
-            ("logprob",),
-        ),
-    }
+    responses, probes = compare_outputs(outputs, args.tol)
     first = runs["job"][0]
     result: dict[str, Any] = {
         "model": MODEL,
@@ -696,15 +733,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             "cpu_capability": cpu_capability(),
         },
     }
-    measured = [r for rs in runs.values() for r in rs]
-    loads = [x for r in measured for x in r["load_1min"]]
-    result["contention"] = {
-        "load_1min_min": min(loads),
-        "load_1min_max": max(loads),
-        "other_cpu_share_max": max(r.get("other_cpu_share", 0.0) for r in measured),
-        "note": "other_cpu_share: CPU time of other processes during a measurement, as a share "
-        "of all CPUs; near 0 means the machine was otherwise idle",
-    }
+    result["contention"] = contention([r for rs in runs.values() for r in rs])
     result["equal"] = (
         responses["(a) vs (c)"]["identical_share"] == 1.0
         and responses["(c) vs (b)"]["identical_share"] == 1.0
@@ -764,9 +793,8 @@ def child_main(argv: Sequence[str]) -> None:
     p.add_argument("--threads", type=int, required=True)
     p.add_argument("--probes-from")
     a = p.parse_args(argv)
-    result = run_child(
-        a.kind, a.variants, a.work, a.model_dir, a.max_new_tokens, a.batch_size, a.dtype, a.threads, a.probes_from
-    )
+    run = ModelRun(a.model_dir, a.max_new_tokens, a.batch_size, a.dtype, a.threads)
+    result = run_child(a.kind, a.variants, a.work, run, a.probes_from)
     Path(a.report).write_text(json.dumps(result))
 
 

@@ -7,10 +7,7 @@ trajectory = {k: snakemake.input[f] for k, f in (("scores", "scores"), ("items",
 
 with log_to(snakemake.log[0]):
     crossstudy_analyse(
-        snakemake.input.per_prompt,
-        snakemake.input.sgs,
-        snakemake.input.changes,
-        snakemake.input.behaviour,
+        snakemake.input,
         trajectory,
         snakemake.params.organisms,
         snakemake.params.analysis,

@@ -5,18 +5,19 @@ from shiftwork.logs import log_to
 
 # the claim sets CUDA_VISIBLE_DEVICES, which CUDA reads once: import the step after it
 with log_to(snakemake.log[0]), claim_gpu():
-    from shiftwork.crossstudy.steps import crossstudy_score
+    from shiftwork.crossstudy.steps import ScoredCheckpoint, crossstudy_score
 
     base = Path(snakemake.input.base)
+    checkpoint = ScoredCheckpoint(
+        study=snakemake.params.study,
+        run=snakemake.wildcards.run,
+        step=int(snakemake.wildcards.step),
+        base_dir=str(base.parent if base.is_file() else base),
+        path=f"{snakemake.input.checkpoints}/checkpoint-{snakemake.wildcards.step}",
+    )
     crossstudy_score(
-        snakemake.params.study,
-        snakemake.wildcards.run,
-        int(snakemake.wildcards.step),
-        str(base.parent if base.is_file() else base),
-        f"{snakemake.input.checkpoints}/checkpoint-{snakemake.wildcards.step}",
-        snakemake.input.prompts,
-        snakemake.input.filtered,
-        snakemake.input.baseline,
+        checkpoint,
+        snakemake.input,
         snakemake.params.settings,
         snakemake.params.encoder,
         snakemake.params.encoder_spec,

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
@@ -84,15 +85,21 @@ def crossstudy_gate(
     )
 
 
+@dataclass(frozen=True)
+class ScoredCheckpoint:
+    """One checkpoint the cross-study scores: ``step`` of ``run`` (a run of ``study``), saved in
+    ``path`` as what it changes on the model in ``base_dir``."""
+
+    study: str
+    run: str
+    step: int
+    base_dir: str
+    path: str
+
+
 def crossstudy_score(
-    study: str,
-    run: str,
-    step: int,
-    base_dir: str,
-    checkpoint_dir: str,
-    prompts_path: str,
-    filtered_path: str,
-    gate_baseline_path: str,
+    checkpoint: ScoredCheckpoint,
+    inputs: Mapping[str, str],
     settings: Mapping[str, Any],
     encoder_name: str,
     encoder_spec: Mapping[str, Any],
@@ -102,26 +109,18 @@ def crossstudy_score(
     """One checkpoint on its run's filtered variants: responses and probes (one load of the
     checkpoint, :func:`shiftwork.crossstudy.respond.respond`), then the six axis deltas of the
     stability study (BERT on the gate's rescaled scale, no judge: mirroring by the rule-based
-    detectors). ``settings``: ``mode`` (verbaliser or generate), ``batch_size``, ``dtype``,
-    ``verbalisers``, ``max_new_tokens``, ``bleu``. ``outs``: generations, probes, deltas."""
+    detectors). ``inputs``: prompts, filtered (the gate's kept variants), baseline (the gate's
+    baseline table). ``settings``: ``mode`` (verbaliser or generate), ``batch_size``, ``dtype``,
+    ``verbalisers``, ``max_new_tokens``, ``bleu``, and an organism's ``setting``. ``outs``:
+    generations, probes, deltas."""
     from shiftwork.crossstudy.respond import respond
     from shiftwork.device import set_threads
-    from shiftwork.encoders import Encoder
-    from shiftwork.models.checkpoints import load_checkpoint
-    from shiftwork.models.loading import LoadedModel
     from shiftwork.stability import gate as gate_mod
-    from shiftwork.stability.axes import check_ranges, score_axes
 
     set_threads(threads)
     start = time.perf_counter()
-    prompts = read_table(prompts_path)
-    rows = read_table(
-        filtered_path, ["dataset", "prompt_id", "variant_id", "family", "kind", "position", "strength", "text"]
-    )
-    rows = rows.assign(model=run, model_input=model_inputs(rows, prompts))
-    net, tok, device = load_checkpoint(base_dir, {"path": checkpoint_dir}, settings["dtype"])
-    lm = LoadedModel(run, net, tok, device, next(net.parameters()).dtype, False, {"name": run})
-    rows, too_long = fitting_rows(rows, tok, context_length(net.config), int(settings.get("max_new_tokens") or 1))
+    prompts = read_table(inputs["prompts"])
+    lm, rows, too_long = _checkpoint_rows(checkpoint, prompts, inputs["filtered"], settings)
     loaded = time.perf_counter()
     gens, probes = respond(
         lm,
@@ -132,36 +131,85 @@ def crossstudy_score(
         max_new_tokens=int(settings.get("max_new_tokens") or 0),
     )
     responded = time.perf_counter()
-    b = float(gate_mod.read_baseline(gate_baseline_path, encoder_name, gate_baseline_path, "the BERT axis uses")["b"])
-    encoder: dict[str, Encoder] = {}
-
-    def bert_f1(cands, refs):
-        return encoder.setdefault("e", Encoder(encoder_name, encoder_spec)).f1(cands, refs)
-
-    deltas = score_axes(gens, probes, bert_f1, None, "original", bleu=settings["bleu"], bert_b=b)
-    problems = check_ranges(deltas, bleu=settings["bleu"], bert_scale="rescaled", structural_baseline="original")
-    if problems:
-        raise ValueError(f"run {run} step {step}: axis values out of range:\n  " + "\n  ".join(problems[:20]))
+    baseline = inputs["baseline"]
+    b = float(gate_mod.read_baseline(baseline, encoder_name, baseline, "the BERT axis uses")["b"])
+    deltas = _checked_deltas(gens, probes, encoder_name, encoder_spec, b, settings["bleu"], checkpoint)
     if settings.get("setting"):
         gens = with_parsed(gens, prompts, settings["setting"])
     for frame in (gens, probes, deltas):
-        frame.insert(1, "step", int(step))
-    record = {"study": study, "run": run, "step": int(step), "checkpoint": checkpoint_dir, **dict(settings), "b": b}
+        frame.insert(1, "step", int(checkpoint.step))
+    record = {
+        "study": checkpoint.study,
+        "run": checkpoint.run,
+        "step": int(checkpoint.step),
+        "checkpoint": checkpoint.path,
+        **dict(settings),
+        "b": b,
+    }
     record["left_out_too_long"] = too_long
-    prov = make_provenance("crossstudy_score", record, model=run)
+    prov = make_provenance("crossstudy_score", record, model=checkpoint.run)
     write_table(gens, outs["generations"], prov)
     write_table(probes, outs["probes"], prov)
     write_table(deltas, outs["deltas"], prov)
     LOGGER.info(
         "run %s step %d: %d rows, %d flipped; load %.1f s, respond %.1f s, score %.1f s",
-        run,
-        step,
+        checkpoint.run,
+        checkpoint.step,
         len(deltas),
         int(deltas["flipped"].sum()),
         loaded - start,
         responded - loaded,
         time.perf_counter() - responded,
     )
+
+
+def _checkpoint_rows(
+    checkpoint: ScoredCheckpoint, prompts: pd.DataFrame, filtered_path: str, settings: Mapping[str, Any]
+) -> tuple[Any, pd.DataFrame, int]:
+    """(the checkpoint loaded, the filtered variants it is asked with its model inputs, how many
+    variants were left out as too long for it): the rows that fit its context with the new tokens
+    it may add (:func:`fitting_rows`)."""
+    from shiftwork.models.checkpoints import load_checkpoint
+    from shiftwork.models.loading import LoadedModel
+
+    run = checkpoint.run
+    rows = read_table(
+        filtered_path, ["dataset", "prompt_id", "variant_id", "family", "kind", "position", "strength", "text"]
+    )
+    rows = rows.assign(model=run, model_input=model_inputs(rows, prompts))
+    net, tok, device = load_checkpoint(checkpoint.base_dir, {"path": checkpoint.path}, settings["dtype"])
+    lm = LoadedModel(run, net, tok, device, next(net.parameters()).dtype, False, {"name": run})
+    rows, too_long = fitting_rows(rows, tok, context_length(net.config), int(settings.get("max_new_tokens") or 1))
+    return lm, rows, too_long
+
+
+def _checked_deltas(
+    gens: pd.DataFrame,
+    probes: pd.DataFrame,
+    encoder_name: str,
+    encoder_spec: Mapping[str, Any],
+    b: float,
+    bleu: str,
+    checkpoint: ScoredCheckpoint,
+) -> pd.DataFrame:
+    """The six axis deltas of the responses and probes (BERT rescaled with the gate's ``b``, the
+    structural baseline the original prompt), checked to lie in their ranges. The encoder
+    loads only if the BERT axis has pairs to score."""
+    from shiftwork.encoders import Encoder
+    from shiftwork.stability.axes import check_ranges, score_axes
+
+    loaded: dict[str, Encoder] = {}
+
+    def bert_f1(cands, refs):
+        return loaded.setdefault("e", Encoder(encoder_name, encoder_spec)).f1(cands, refs)
+
+    deltas = score_axes(gens, probes, bert_f1, None, "original", bleu=bleu, bert_b=b)
+    problems = check_ranges(deltas, bleu=bleu, bert_scale="rescaled", structural_baseline="original")
+    if problems:
+        raise ValueError(
+            f"run {checkpoint.run} step {checkpoint.step}: axis values out of range:\n  " + "\n  ".join(problems[:20])
+        )
+    return deltas
 
 
 def with_parsed(gens: pd.DataFrame, prompts: pd.DataFrame, setting_spec: Mapping[str, Any]) -> pd.DataFrame:
@@ -244,10 +292,7 @@ def crossstudy_collect(
 
 
 def crossstudy_analyse(
-    per_prompt_path: str,
-    sgs_path: str,
-    changes_path: str,
-    behaviour_path: str,
+    inputs: Mapping[str, str],
     trajectory: Mapping[str, str],
     organisms: Mapping[str, Mapping[str, Any]],
     analysis: Mapping[str, Any],
@@ -257,12 +302,13 @@ def crossstudy_analyse(
     """Question 2 (``pairs``, :func:`shiftwork.crossstudy.analysis.stability_pairs`) from the
     trajectory study's ``scores`` and ``items`` tables (``trajectory``), and question 3
     (``organisms_steps``, ``organisms_timing``) from each organisms run's evaluation
-    (``organisms[run]``: ``scores``, ``identities`` paths and ``trained`` policy names)."""
+    (``organisms[run]``: ``scores``, ``identities`` paths and ``trained`` policy names).
+    ``inputs``: the per_prompt, sgs, changes and behaviour tables of :func:`crossstudy_collect`."""
     from shiftwork.crossstudy import analysis as an
 
-    per_prompt = read_table(per_prompt_path)
-    sgs = read_table(sgs_path)
-    changes = read_table(changes_path)
+    per_prompt = read_table(inputs["per_prompt"])
+    sgs = read_table(inputs["sgs"])
+    changes = read_table(inputs["changes"])
     traj = per_prompt[per_prompt["study"] == "trajectory"]
     if len(traj):
         pairs = an.stability_pairs(traj, read_table(trajectory["scores"]), read_table(trajectory["items"]), analysis)
@@ -272,7 +318,7 @@ def crossstudy_analyse(
         scores = pd.concat([read_table(o["scores"]) for o in organisms.values()], ignore_index=True)
         identities = pd.concat([read_table(o["identities"]) for o in organisms.values()], ignore_index=True)
         trained = {run: list(o["trained"]) for run, o in organisms.items()}
-        steps = an.organism_steps(sgs, scores, identities, trained, read_table(behaviour_path))
+        steps = an.organism_steps(sgs, scores, identities, trained, read_table(inputs["behaviour"]))
     else:
         steps = an.organism_steps(sgs.iloc[0:0], pd.DataFrame(), pd.DataFrame(), {})
     timing = an.organism_timing(steps, changes, collapse, float(analysis["alpha"]))

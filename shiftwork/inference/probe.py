@@ -135,6 +135,75 @@ def prefix_cache(body, ids: Sequence[int], device):
     return cache
 
 
+def _batch_inputs(seqs: Sequence[tuple[list[int], int]], p: int, prefix, pad_id: int, device) -> dict:
+    """The backbone's arguments for one batch: each sequence without its first ``p`` tokens,
+    right-padded, continuing from a copy of ``prefix``'s cache per row when there is one."""
+    input_ids, mask = right_pad([ids[p:] for ids, _ in seqs], pad_id, device)
+    kwargs = {"use_cache": False}
+    if prefix is not None:  # the batch continues from the prefix's cache, one copy per row
+        cache = copy.deepcopy(prefix)
+        cache.batch_repeat_interleave(len(seqs))
+        mask = torch.cat([mask.new_ones((len(seqs), p)), mask], dim=1)
+        positions = torch.arange(p, p + input_ids.shape[1], device=device).expand(len(seqs), -1)
+        kwargs = {"past_key_values": cache, "position_ids": positions, "use_cache": True}
+    return {"input_ids": input_ids, "attention_mask": mask, **kwargs}
+
+
+def _response_sums(
+    lm: LoadedModel, final: torch.Tensor, seqs: Sequence[tuple[list[int], int]], p: int
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Per sequence of the batch (float64): the sum of its response tokens' log-probabilities,
+    the sum of the entropies of their next-token distributions, and how many tokens it has."""
+    # the state at position t predicts token t + 1: r_0's tokens sit at n_in .. len-1
+    rows = [row for row, (ids, n_in) in enumerate(seqs) for _ in range(n_in - 1, len(ids) - 1)]
+    pos = [t - p for ids, n_in in seqs for t in range(n_in - 1, len(ids) - 1)]
+    targets = [ids[t + 1] for ids, n_in in seqs for t in range(n_in - 1, len(ids) - 1)]
+    logprob = torch.zeros(len(seqs), dtype=torch.float64)
+    entropy = torch.zeros(len(seqs), dtype=torch.float64)
+    counts = torch.zeros(len(seqs), dtype=torch.float64)
+    if rows:
+        states = final[torch.tensor(rows, device=final.device), torch.tensor(pos, device=final.device)]
+        token_lp, token_h = response_scores(lm, states, torch.tensor(targets, device=final.device))
+        owner = torch.tensor(rows)
+        logprob.index_add_(0, owner, token_lp.double().cpu())
+        entropy.index_add_(0, owner, token_h.double().cpu())
+        counts.index_add_(0, owner, torch.ones(len(rows), dtype=torch.float64))
+    return logprob, entropy, counts
+
+
+def _watched_logprobs(lm: LoadedModel, last_states: torch.Tensor, watch: Sequence[int]) -> np.ndarray:
+    """Log-probabilities (float64) of the ``watch`` tokens as the next token after each input,
+    from the final states of the inputs' last tokens."""
+    first = head_logits(lm, last_states)
+    watched = torch.log_softmax(first, dim=-1)[:, torch.tensor(list(watch), device=last_states.device)]
+    return watched.double().cpu().numpy()
+
+
+def _batch_results(
+    batch: Sequence[int],
+    sums: tuple[torch.Tensor, torch.Tensor, torch.Tensor],
+    hidden: np.ndarray,
+    watched: np.ndarray | None,
+) -> list[ProbeResult]:
+    """The results of one batch (``batch``: the inputs' positions), the entropy averaged over each
+    response's tokens (0 for an empty response)."""
+    logprob, entropy, counts = sums
+    results = []
+    for row, i in enumerate(batch):
+        n = int(counts[row])
+        results.append(
+            ProbeResult(
+                index=int(i),
+                logprob=float(logprob[row]),
+                entropy=float(entropy[row] / n) if n else 0.0,
+                n_response_tokens=n,
+                last_hidden=hidden[row],
+                watched=None if watched is None else watched[row],
+            )
+        )
+    return results
+
+
 def probe_batches(
     lm: LoadedModel,
     inputs: Sequence[str],
@@ -163,54 +232,17 @@ def probe_batches(
     progress = Progress(what, len(encoded), "rows")
     for batch in length_sorted_batches([len(ids) for ids, _ in encoded], batch_size):
         seqs = [encoded[i] for i in batch]
-        input_ids, mask = right_pad([ids[p:] for ids, _ in seqs], pad_id, lm.device)
-        kwargs = {"use_cache": False}
-        if prefix is not None:  # the batch continues from the prefix's cache, one copy per row
-            cache = copy.deepcopy(prefix)
-            cache.batch_repeat_interleave(len(seqs))
-            mask = torch.cat([mask.new_ones((len(seqs), p)), mask], dim=1)
-            positions = torch.arange(p, p + input_ids.shape[1], device=lm.device).expand(len(seqs), -1)
-            kwargs = {"past_key_values": cache, "position_ids": positions, "use_cache": True}
+        batch_inputs = _batch_inputs(seqs, p, prefix, pad_id, lm.device)
         with torch.inference_mode():
-            out = body(input_ids=input_ids, attention_mask=mask, output_hidden_states=True, **kwargs)
+            out = body(**batch_inputs, output_hidden_states=True)
             final = out.hidden_states[-1]
-            # the state at position t predicts token t + 1: r_0's tokens sit at n_in .. len-1
-            rows = [row for row, (ids, n_in) in enumerate(seqs) for _ in range(n_in - 1, len(ids) - 1)]
-            pos = [t - p for ids, n_in in seqs for t in range(n_in - 1, len(ids) - 1)]
-            targets = [ids[t + 1] for ids, n_in in seqs for t in range(n_in - 1, len(ids) - 1)]
-            logprob = torch.zeros(len(seqs), dtype=torch.float64)
-            entropy = torch.zeros(len(seqs), dtype=torch.float64)
-            counts = torch.zeros(len(seqs), dtype=torch.float64)
-            if rows:
-                states = final[torch.tensor(rows, device=final.device), torch.tensor(pos, device=final.device)]
-                token_lp, token_h = response_scores(lm, states, torch.tensor(targets, device=final.device))
-                owner = torch.tensor(rows)
-                logprob.index_add_(0, owner, token_lp.double().cpu())
-                entropy.index_add_(0, owner, token_h.double().cpu())
-                counts.index_add_(0, owner, torch.ones(len(rows), dtype=torch.float64))
+            sums = _response_sums(lm, final, seqs, p)
             last = torch.tensor([n_in - 1 - p for _, n_in in seqs], device=final.device)
             rows_idx = torch.arange(len(seqs), device=final.device)
             hidden = torch.stack([h[rows_idx, last] for h in out.hidden_states[1:]], dim=1)
             hidden = hidden.float().cpu().numpy()  # (batch, layers, hidden)
-            watched = None
-            if len(watch):
-                first = head_logits(lm, final[rows_idx, last])
-                watched = torch.log_softmax(first, dim=-1)[:, torch.tensor(list(watch), device=final.device)]
-                watched = watched.double().cpu().numpy()
-        results = []
-        for row, i in enumerate(batch):
-            n = int(counts[row])
-            results.append(
-                ProbeResult(
-                    index=int(i),
-                    logprob=float(logprob[row]),
-                    entropy=float(entropy[row] / n) if n else 0.0,
-                    n_response_tokens=n,
-                    last_hidden=hidden[row],
-                    watched=None if watched is None else watched[row],
-                )
-            )
-        yield results
+            watched = _watched_logprobs(lm, final[rows_idx, last], watch) if len(watch) else None
+        yield _batch_results(batch, sums, hidden, watched)
         progress.update(len(batch))
 
 

@@ -514,6 +514,105 @@ def _family_order(present: set) -> list:
     return [f for f in FAMILIES if f in present] + sorted(present - set(FAMILIES), key=str)
 
 
+def _family_values(
+    breakdown: pd.DataFrame, strength: pd.DataFrame | None, confidence: float
+) -> tuple[pd.DataFrame, str, str, str]:
+    """What :func:`family_plot` draws: (its table, with a ``half`` column of error-bar half
+    widths, NaN for none; the column of bar heights; the measure's name; the note on the error
+    bars, empty without them)."""
+    if strength is not None:
+        summary = family_intervals(strength, confidence)
+        value = "mean"
+        measure = "instability, mean over prompts"
+        note = (
+            f"error bars: {confidence:.0%} t-interval over prompts (a bar pooling several settings: "
+            "conservative, from the mean of their SDs)"
+        )
+    else:
+        summary = family_summary(breakdown)
+        value = "rms"
+        measure = "RMS instability"
+        note = ""
+    if summary.empty:
+        raise ValueError("family_plot: the table has no rows")
+    bars = summary if "half" in summary else summary.assign(half=np.nan)
+    return bars, value, measure, note
+
+
+def _family_bars(ax, whole: pd.DataFrame, models: list, value: str, measure: str) -> None:
+    """The left panel: one group of bars per family, one bar per model, from 0."""
+    colours = plt.get_cmap("tab10")
+    families = _family_order(set(whole["family"]))
+    width = 0.8 / max(len(models), 1)
+    x = np.arange(len(families))
+    top = 0.0
+    for k, model in enumerate(models):
+        m = whole[whole["model"] == model].set_index("family")
+        heights = np.array([float(m[value].get(f, np.nan)) for f in families])
+        halves = np.array([float(m["half"].get(f, np.nan)) for f in families])
+        ax.bar(
+            x - 0.4 + width * (k + 0.5),
+            heights,
+            width,
+            yerr=halves if np.isfinite(halves).any() else None,
+            capsize=3,
+            error_kw={"linewidth": 1.0},
+            label=str(model),
+            color=colours(k % 10),
+        )
+        top = np.nanmax([top, *(heights + np.nan_to_num(halves))])
+    ax.set_xticks(x, labels=families)
+    ax.set_xlabel("variant family")
+    ax.set_ylabel(f"{measure}\n(mean over axes)")
+    ax.set_title("By family")
+    ax.set_ylim(0.0, 1.12 * top if top > 0 else 1.0)
+
+
+def _register_lines(ax, register: pd.DataFrame, models: list, value: str, measure: str) -> None:
+    """The right panel with register rows: one line per model over the strengths, each model's
+    points shifted a little sideways so that their error bars stay apart, from 0."""
+    colours = plt.get_cmap("tab10")
+    top = 0.0
+    levels = sorted(register["strength"].unique())
+    gap = min(np.diff(levels)) if len(levels) > 1 else 1.0
+    for k, model in enumerate(models):
+        r = register[register["model"] == model].sort_values("strength")
+        if not len(r):
+            continue
+        halves = r["half"].to_numpy(dtype=float)
+        dodge = (k - (len(models) - 1) / 2) * 0.25 * gap / max(len(models), 1)  # keep the bars apart
+        ax.errorbar(
+            r["strength"].to_numpy(dtype=float) + dodge,
+            r[value],
+            yerr=halves if np.isfinite(halves).any() else None,
+            marker="o",
+            capsize=3,
+            color=colours(k % 10),
+            label=str(model),
+        )
+        top = np.nanmax([top, *(r[value].to_numpy(dtype=float) + np.nan_to_num(halves))])
+    ax.set_xticks(levels)
+    ax.set_ylim(0.0, 1.12 * top if top > 0 else 1.0)
+    ax.axvline(0.0, color="0.6", linewidth=0.8, linestyle=":")
+    ax.set_xlabel("register strength (negative: rude, positive: polite)")
+    ax.set_ylabel(f"{measure}\n(mean over axes)")
+    if min(levels) < 0:
+        ax.text(0.02, 0.03, "\u2190 rude", transform=ax.transAxes, ha="left", fontsize=8, color="0.3")
+    if max(levels) > 0:
+        ax.text(0.98, 0.03, "polite \u2192", transform=ax.transAxes, ha="right", fontsize=8, color="0.3")
+
+
+def _register_panel(ax, register: pd.DataFrame, models: list, value: str, measure: str) -> None:
+    """The right panel: register variants by strength, or a note that there are none."""
+    if register.empty:
+        ax.text(0.5, 0.5, "no register variants", ha="center", va="center", transform=ax.transAxes)
+        ax.set_xticks([])
+        ax.set_yticks([])
+    else:
+        _register_lines(ax, register, models, value, measure)
+    ax.set_title("Register by strength")
+
+
 def family_plot(
     breakdown: pd.DataFrame,
     out_png: str | os.PathLike,
@@ -533,87 +632,14 @@ def family_plot(
     without error bars. Both panels start at 0. Saved as PNG (dpi 150) and SVG, atomically; the
     figure is closed.
     """
-    if strength is not None:
-        summary = family_intervals(strength, confidence)
-        value = "mean"
-        measure = "instability, mean over prompts"
-        note = (
-            f"error bars: {confidence:.0%} t-interval over prompts (a bar pooling several settings: "
-            "conservative, from the mean of their SDs)"
-        )
-    else:
-        summary = family_summary(breakdown)
-        value = "rms"
-        measure = "RMS instability"
-        note = ""
-    if summary.empty:
-        raise ValueError("family_plot: the table has no rows")
-    bars = summary if "half" in summary else summary.assign(half=np.nan)
+    bars, value, measure, note = _family_values(breakdown, strength, confidence)
     whole = bars[bars["strength"].isna()]
-    families = _family_order(set(whole["family"]))
     models = sorted(whole["model"].unique(), key=str)
-    colours = plt.get_cmap("tab10")
+    register = bars[(bars["family"] == "register") & bars["strength"].notna()]
     fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.4), layout="constrained")
     try:
-        width = 0.8 / max(len(models), 1)
-        x = np.arange(len(families))
-        top = 0.0
-        for k, model in enumerate(models):
-            m = whole[whole["model"] == model].set_index("family")
-            heights = np.array([float(m[value].get(f, np.nan)) for f in families])
-            halves = np.array([float(m["half"].get(f, np.nan)) for f in families])
-            left.bar(
-                x - 0.4 + width * (k + 0.5),
-                heights,
-                width,
-                yerr=halves if np.isfinite(halves).any() else None,
-                capsize=3,
-                error_kw={"linewidth": 1.0},
-                label=str(model),
-                color=colours(k % 10),
-            )
-            top = np.nanmax([top, *(heights + np.nan_to_num(halves))])
-        left.set_xticks(x, labels=families)
-        left.set_xlabel("variant family")
-        left.set_ylabel(f"{measure}\n(mean over axes)")
-        left.set_title("By family")
-        left.set_ylim(0.0, 1.12 * top if top > 0 else 1.0)
-
-        register = bars[(bars["family"] == "register") & bars["strength"].notna()]
-        if register.empty:
-            right.text(0.5, 0.5, "no register variants", ha="center", va="center", transform=right.transAxes)
-            right.set_xticks([])
-            right.set_yticks([])
-        else:
-            top = 0.0
-            levels = sorted(register["strength"].unique())
-            gap = min(np.diff(levels)) if len(levels) > 1 else 1.0
-            for k, model in enumerate(models):
-                r = register[register["model"] == model].sort_values("strength")
-                if not len(r):
-                    continue
-                halves = r["half"].to_numpy(dtype=float)
-                dodge = (k - (len(models) - 1) / 2) * 0.25 * gap / max(len(models), 1)  # keep the bars apart
-                right.errorbar(
-                    r["strength"].to_numpy(dtype=float) + dodge,
-                    r[value],
-                    yerr=halves if np.isfinite(halves).any() else None,
-                    marker="o",
-                    capsize=3,
-                    color=colours(k % 10),
-                    label=str(model),
-                )
-                top = np.nanmax([top, *(r[value].to_numpy(dtype=float) + np.nan_to_num(halves))])
-            right.set_xticks(levels)
-            right.set_ylim(0.0, 1.12 * top if top > 0 else 1.0)
-            right.axvline(0.0, color="0.6", linewidth=0.8, linestyle=":")
-            right.set_xlabel("register strength (negative: rude, positive: polite)")
-            right.set_ylabel(f"{measure}\n(mean over axes)")
-            if min(levels) < 0:
-                right.text(0.02, 0.03, "\u2190 rude", transform=right.transAxes, ha="left", fontsize=8, color="0.3")
-            if max(levels) > 0:
-                right.text(0.98, 0.03, "polite \u2192", transform=right.transAxes, ha="right", fontsize=8, color="0.3")
-        right.set_title("Register by strength")
+        _family_bars(left, whole, models, value, measure)
+        _register_panel(right, register, models, value, measure)
         handles, labels = left.get_legend_handles_labels()
         fig.legend(handles, labels, title="model", fontsize=8, loc="outside right upper", frameon=False)
         if note:
