@@ -178,6 +178,7 @@ def run_generate(
     engine: str,
 ) -> dict[str, Any]:
     """The workflow's generate job with ``engine``: responses and probes, from Parquet to Parquet."""
+    from shiftwork.stability.jobs import GenerateJob
     from shiftwork.stability.steps import generate_responses
     from shiftwork.tables import read_provenance
 
@@ -189,11 +190,7 @@ def run_generate(
         MODEL,
         str(gen_path),
         str(Path(work) / "probes.parquet"),
-        max_new_tokens=max_new_tokens,
-        batch_size=batch_size,
-        dtype=dtype,
-        engine=engine,
-        threads=threads,
+        GenerateJob(max_new_tokens, batch_size, dtype, engine=engine, threads=threads),
     )
     wall = time.perf_counter() - start
     prov = read_provenance(gen_path)
@@ -284,8 +281,9 @@ def vllm_alone(
     from vllm.inputs import TokensPrompt
 
     from shiftwork.device import pick_device, pick_dtype
+    from shiftwork.inference.engine import Decoding, generate
     from shiftwork.inference.formatting import model_input
-    from shiftwork.inference.generation import VllmEngine, encode_inputs
+    from shiftwork.inference.generation import EngineSize, VllmEngine, encode_inputs
     from shiftwork.inference.probe import response_ids
     from shiftwork.models.loading import load_tokenizer
     from shiftwork.models.prepare import read_info
@@ -297,11 +295,10 @@ def vllm_alone(
     inputs = [model_input(tok, t, chat) for t in variants["text"]]
     unique = list(dict.fromkeys(inputs))
     longest = max(len(e) for e in encode_inputs(tok, unique, chat))
-    with VllmEngine(
-        model_dir, tok, chat, pick_dtype(dtype, device), device, longest + 2 * max_new_tokens + 2, len(unique), threads
-    ) as engine:
+    size = EngineSize(longest + 2 * max_new_tokens + 2, len(unique), threads)
+    with VllmEngine(model_dir, tok, chat, pick_dtype(dtype, device), device, size) as engine:
         ready = time.perf_counter()
-        gens = dict(zip(unique, engine.generate_all(unique, max_new_tokens)))
+        gens = dict(zip(unique, generate(engine, unique, Decoding(max_new_tokens))))
         generated = time.perf_counter()
         out = variants[KEYS].assign(
             response=[gens[x].response for x in inputs],

@@ -196,14 +196,14 @@ def _checked_deltas(
     structural baseline the original prompt), checked to lie in their ranges. The encoder
     loads only if the BERT axis has pairs to score."""
     from shiftwork.encoders import Encoder
-    from shiftwork.stability.axes import check_ranges, score_axes
+    from shiftwork.stability.axes import axis_deltas, check_ranges
 
     loaded: dict[str, Encoder] = {}
 
     def bert_f1(cands, refs):
         return loaded.setdefault("e", Encoder(encoder_name, encoder_spec)).f1(cands, refs)
 
-    deltas = score_axes(gens, probes, bert_f1, None, "original", bleu=bleu, bert_b=b)
+    deltas = axis_deltas(gens, probes, bert_f1, None, "original", bleu=bleu, bert_b=b)
     problems = check_ranges(deltas, bleu=bleu, bert_scale="rescaled", structural_baseline="original")
     if problems:
         raise ValueError(
