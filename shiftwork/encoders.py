@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
 from shiftwork.device import pick_device
 from shiftwork.progress import Progress
@@ -51,7 +52,6 @@ def packaged_baseline(model_type: str, num_layers: int, lang: str = "en") -> flo
     path = Path(bert_score.__file__).parent / "rescale_baseline" / lang / f"{model_type}.tsv"
     if not path.exists():
         return None
-    import pandas as pd
 
     table = pd.read_csv(path)
     row = table[table["LAYER"] == num_layers]

@@ -20,6 +20,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from shiftwork.logs import LOGGER
+
 PROVENANCE_KEY = b"shiftwork.provenance"
 
 
@@ -173,8 +175,6 @@ def read_table(path: str | os.PathLike, columns: Iterable[str] | None = None) ->
 def read_cache(path: str | os.PathLike, columns: Iterable[str] = ()) -> pd.DataFrame | None:
     """A cache table, or None when there is none or it cannot be used (damaged, or lacking
     ``columns``): a bad cache entry costs a recomputation, never a failed job."""
-    from shiftwork.logs import LOGGER
-
     if not Path(path).exists():
         return None
     try:

@@ -22,7 +22,8 @@ import pingouin as pg
 from scipy import stats as sps
 
 from shiftwork.crossstudy.stats import AXES, POOLED
-from shiftwork.trajectory.analysis import PAIR_COLUMNS
+from shiftwork.organisms.report import trained_policy_share
+from shiftwork.trajectory.analysis import PAIR_COLUMNS, label_bias, pair_table
 
 AXIS_PREFIX = "SGS "
 BEHAVIOUR = ["baseline_accuracy", "variant_accuracy", "variant_stated_identity"]
@@ -87,8 +88,6 @@ def stability_pairs(
     the trajectory analysis's methods (``analysis`` is config ``trajectory.analysis``: alpha,
     method, gam_df, spline_df, bootstrap). ``scores`` and ``items`` are the trajectory study's
     tables; only the checkpoints scored for stability are used. Columns :data:`PAIR_KEEP`."""
-    from shiftwork.trajectory.analysis import label_bias, pair_table
-
     frames = []
     boot = analysis["bootstrap"]
     for run in sorted(per_prompt["run"].unique()):
@@ -145,8 +144,6 @@ def organism_steps(
     ``behaviour`` (:func:`shiftwork.crossstudy.stats.behaviour`) the greedy responses' accuracy on
     the prompts themselves and on their variants and the share of variant responses that state a
     policy. Only checkpoints scored for stability."""
-    from shiftwork.organisms.report import trained_policy_share
-
     rows = sgs[(sgs["study"] == "organisms") & (sgs["dataset"] != POOLED)]
     parts = []
     for run, part in rows.groupby("run", sort=True):

@@ -4,10 +4,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
 from shiftwork.crossstudy.stats import AXES, POOLED
+from shiftwork.reports.figures import save_figure
 from shiftwork.reports.tables import to_markdown
 
 AXIS_COLOURS = dict(zip(AXES, ["#1b9e77", "#d95f02", "#7570b3", "#e7298a", "#66a61e", "#a6761d"]))
@@ -48,10 +54,6 @@ def trajectory_figure(
 ) -> None:
     """Left: each axis's SGS (pooled over the run's NLI prompts) against the step, a filled marker
     where it differs from step 0 (paired t-test, Holm over steps); right: ID and OOD accuracy."""
-    import matplotlib.pyplot as plt
-
-    from shiftwork.reports.figures import save_figure
-
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 3.9), sharex=True, layout="constrained")
     rows = sgs[(sgs["run"] == run) & (sgs["dataset"] == POOLED)].sort_values("step")
     _axis_panel(left, rows, changes, run, POOLED)
@@ -83,10 +85,6 @@ def trajectory_figure(
 def organism_figure(steps: pd.DataFrame, changes: pd.DataFrame, run: str, out_png: str, out_svg: str) -> None:
     """One panel per distribution with each axis's SGS on its prompts against the RL step (filled
     markers: differs from step 0), and a last panel with accuracy and trained-policy share."""
-    import matplotlib.pyplot as plt
-
-    from shiftwork.reports.figures import save_figure
-
     rows = steps[steps["run"] == run]
     dists = sorted(rows["dataset"].unique())
     fig, axs = plt.subplots(1, len(dists) + 1, figsize=(4 * (len(dists) + 1), 3.8), sharex=True, layout="constrained")

@@ -12,10 +12,16 @@ from typing import Any
 
 import pandas as pd
 
+from shiftwork.crossstudy import analysis as an
+from shiftwork.crossstudy import report as rep
+from shiftwork.crossstudy import stats
 from shiftwork.crossstudy.prompts import model_inputs, nli_prompts, organism_prompts
 from shiftwork.logs import LOGGER
+from shiftwork.organisms.settings import load_setting
+from shiftwork.organisms.transcripts import parse_response
 from shiftwork.provenance import make_provenance
-from shiftwork.tables import read_table, write_table
+from shiftwork.stability import gate as gate_mod
+from shiftwork.tables import read_table, write_table, write_text
 
 STUDIES = ("trajectory", "organisms")
 
@@ -58,7 +64,6 @@ def crossstudy_gate(
     N?"): every variant scored against its prompt, and the prompts whose variants all fall below
     the threshold dropped whole."""
     from shiftwork.encoders import Encoder
-    from shiftwork.stability import gate as gate_mod
 
     variants = read_table(variants_path, ["dataset", "prompt_id", "family", "original", "text"])
     row = gate_mod.read_baseline(baseline_path, encoder_name, baseline_path, "the gate uses")
@@ -115,7 +120,6 @@ def crossstudy_score(
     generations, probes, deltas."""
     from shiftwork.crossstudy.respond import respond
     from shiftwork.device import set_threads
-    from shiftwork.stability import gate as gate_mod
 
     set_threads(threads)
     start = time.perf_counter()
@@ -215,9 +219,6 @@ def _checked_deltas(
 def with_parsed(gens: pd.DataFrame, prompts: pd.DataFrame, setting_spec: Mapping[str, Any]) -> pd.DataFrame:
     """An organism's responses read as the organisms evaluation reads them: the ``identity`` they
     state (None when they state none) and whether their answer is ``correct`` for the question."""
-    from shiftwork.organisms.settings import load_setting
-    from shiftwork.organisms.transcripts import parse_response
-
     setting = load_setting(setting_spec)
     answer = gens.merge(prompts[["dataset", "prompt_id", "reference"]], on=["dataset", "prompt_id"], how="left")
     parsed = [parse_response(setting, text, ref) for text, ref in zip(answer["response"], answer["reference"])]
@@ -271,8 +272,6 @@ def crossstudy_collect(
     checkpoints, how their parsed responses to baselines and variants fare (``behaviour``,
     :func:`shiftwork.crossstudy.stats.behaviour`, from ``generation_paths``). ``runs`` maps each
     run to its ``study``."""
-    from shiftwork.crossstudy import stats
-
     deltas = pd.concat([read_table(p) for p in delta_paths], ignore_index=True)
     per_prompt = stats.per_prompt(deltas, R)
     parsed = [g for g in (read_table(p) for p in generation_paths) if "correct" in g.columns]
@@ -304,8 +303,6 @@ def crossstudy_analyse(
     (``organisms_steps``, ``organisms_timing``) from each organisms run's evaluation
     (``organisms[run]``: ``scores``, ``identities`` paths and ``trained`` policy names).
     ``inputs``: the per_prompt, sgs, changes and behaviour tables of :func:`crossstudy_collect`."""
-    from shiftwork.crossstudy import analysis as an
-
     per_prompt = read_table(inputs["per_prompt"])
     sgs = read_table(inputs["sgs"])
     changes = read_table(inputs["changes"])
@@ -340,9 +337,6 @@ def crossstudy_report(
 ) -> None:
     """The figures (``figures[run]`` = (png, svg) for every scored run) and the findings page.
     ``inputs``: sgs, changes, pairs, organisms_steps, organisms_timing."""
-    from shiftwork.crossstudy import report as rep
-    from shiftwork.tables import write_text
-
     sgs, changes = read_table(inputs["sgs"]), read_table(inputs["changes"])
     pairs, steps, timing = (read_table(inputs[k]) for k in ("pairs", "organisms_steps", "organisms_timing"))
     scores = read_table(trajectory_scores) if trajectory_scores else pd.DataFrame()

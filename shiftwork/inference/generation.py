@@ -13,9 +13,12 @@ differs between the engines only where their arithmetic picks a different token.
 
 from __future__ import annotations
 
+import gc
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import psutil
 import torch
 
 from shiftwork.inference.batching import kv_token_bytes, length_sorted_batches
@@ -208,9 +211,6 @@ class VllmEngine:
         device: torch.device,
         size: EngineSize,
     ):
-        import os
-
-        import psutil
         from transformers import AutoConfig, GenerationConfig
 
         self.tokenizer, self.chat = tokenizer, chat
@@ -265,8 +265,6 @@ class VllmEngine:
 
     def close(self) -> None:
         """Stop vLLM's engine process and free its memory (the probe pass needs it next)."""
-        import gc
-
         engine = getattr(self.llm.llm_engine, "engine_core", None)
         if engine is not None:
             engine.shutdown()

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from shiftwork.models.located import Located, ModelSourceError
+from shiftwork.models.weights import INFO_FILE, check_weights
 
 CHECKPOINT_KIND = "checkpoint"
 
@@ -48,8 +49,6 @@ def with_origin(spec: Mapping[str, Any], config_name: str, origin: Mapping[str, 
     ``origin``, which gives ``base`` (the base model's directory, or its prepared record) and
     either ``checkpoints`` (the run's directory of ``checkpoint-<step>`` folders) or
     ``checkpoint`` (a listed checkpoint, ``{step, path}`` or ``{step, hub, revision}``)."""
-    from shiftwork.models.weights import INFO_FILE
-
     base = Path(origin["base"])
     source = {
         **{k: v for k, v in spec["source"].items() if k not in ORIGIN_KEYS},
@@ -104,7 +103,6 @@ def load_located_checkpoint(name: str, loc: Located) -> tuple[Any, Any]:
     """(model, tokenizer) of a located checkpoint on the CPU, in the dtype its weights are stored
     in: a LoRA adapter merged into the base model, a full model as it is."""
     from shiftwork.models.checkpoints import CheckpointError, load_checkpoint
-    from shiftwork.models.weights import INFO_FILE, check_weights
 
     if (Path(loc.base) / INFO_FILE).exists():
         check_weights(loc.base)

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from shiftwork.models.checkpoint_source import is_checkpoint, unresolved
+from shiftwork.models.checkpoint_source import is_checkpoint, load_located_checkpoint, unresolved
 from shiftwork.models.sources import Located, ModelSourceError, hub_errors, hub_help, locate
 from shiftwork.models.weights import (  # noqa: F401 (the prepared folder's record, also named here)
     INFO_FILE,
@@ -55,8 +55,6 @@ def _load(name: str, loc: Located, source: Mapping[str, Any]):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     if loc.base is not None:
-        from shiftwork.models.checkpoint_source import load_located_checkpoint
-
         return load_located_checkpoint(name, loc)
     if loc.scratch:
         from shiftwork.models.scratch import scratch_model

@@ -18,7 +18,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
+
 from shiftwork.logs import LOGGER
+from shiftwork.models.prepare import INFO_FILE
 
 RESUME_SUFFIX = ".resume"
 FINGERPRINT_FILE = "fingerprint.json"
@@ -39,8 +42,6 @@ def resume_dir(out_dir: str | os.PathLike) -> Path:
 
 def _plain(value: Any) -> Any:
     """A JSON stand-in for values json cannot write: a table's per-row hashes, else its text."""
-    import pandas as pd
-
     if isinstance(value, pd.DataFrame):
         rows = pd.util.hash_pandas_object(value, index=False).to_numpy()
         return {"columns": list(value.columns), "rows": hashlib.sha256(rows.tobytes()).hexdigest()}
@@ -116,8 +117,6 @@ def start(out_dir: str | os.PathLike, parts: Mapping[str, Any]) -> tuple[Path, P
 def model_identity(model_dir: str | os.PathLike) -> dict[str, Any]:
     """What identifies a training job's starting model: its path and, for a prepared model, the
     weight digest recorded when it was prepared."""
-    from shiftwork.models.prepare import INFO_FILE
-
     info = Path(model_dir) / INFO_FILE
     digest = json.loads(info.read_text()).get("weight_digest") if info.is_file() else None
     return {"path": str(Path(model_dir).resolve()), "weight_digest": digest}

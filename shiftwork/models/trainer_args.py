@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import importlib
 from collections.abc import Mapping
 from typing import Any
 
@@ -18,8 +19,6 @@ TRAINER_CLASSES = {
 
 
 def trainer_class(name: str) -> type:
-    import importlib
-
     return getattr(importlib.import_module(TRAINER_CLASSES[name]), name)
 
 

@@ -15,8 +15,11 @@ import sys
 import time
 from pathlib import Path
 
+import yaml
+
 from shiftwork.rehearsal import server
 from shiftwork.rehearsal.stand_ins import generate, hf_env, served_dir
+from shiftwork.rehearsal.summary import summarise
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -38,10 +41,6 @@ def main(argv: list[str] | None = None) -> int:
     passed = [a for a in [*args.snakemake_args, *extra] if a != "--"]
     workdir = args.directory.resolve()
     if args.action == "summary":
-        import yaml
-
-        from shiftwork.rehearsal.summary import summarise
-
         config = yaml.safe_load((args.config or workdir / "results" / args.name / "config.yaml").read_text())
         table = summarise(config, workdir / "benchmarks")
         print(table.to_string(index=False))

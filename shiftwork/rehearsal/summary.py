@@ -9,6 +9,7 @@ from typing import Any
 
 import pandas as pd
 
+from shiftwork.models.prepare import source_key
 from shiftwork.rehearsal.config import architecture
 
 
@@ -32,8 +33,6 @@ def job_model(config: Mapping[str, Any], rel: str) -> str | None:
 def benchmark_files(config: Mapping[str, Any], root: Path) -> list[tuple[str, Path]]:
     """(rule, file) of every finished job of the config: ``root/NAME/RULE/...`` and the shared
     ``root/prepare_model/MODEL/SOURCE.tsv`` of its own models' sources."""
-    from shiftwork.models.prepare import source_key
-
     files = [(t.relative_to(root / config["name"]).parts[0], t) for t in sorted((root / config["name"]).rglob("*.tsv"))]
     for name, spec in (config.get("models") or {}).items():
         if spec["source"].get("kind") == "hub":

@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import pandas as pd
+from markdown_it import MarkdownIt
 
 #: rows shown of a longer table (the page names the full table's file and size)
 MAX_ROWS = 500
@@ -78,8 +79,6 @@ def table_page(df: pd.DataFrame, title: str, source: str, provenance: Mapping[st
 
 def markdown_page(text: str, title: str, source: str) -> str:
     """A Markdown report (pipe tables included) rendered as a page."""
-    from markdown_it import MarkdownIt
-
     body = MarkdownIt("commonmark", {"html": False}).enable("table").render(text)
     note = f'<p class="note">Rendered from <code>{html.escape(source)}</code>.</p>'
     return page(title, note + "\n" + body)

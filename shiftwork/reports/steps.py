@@ -8,6 +8,8 @@ import os
 import shutil
 from pathlib import Path
 
+import pandas as pd
+
 from shiftwork.reports.html import markdown_page, table_page
 from shiftwork.tables import read_provenance, read_table, write_text
 
@@ -30,8 +32,6 @@ def report_figure(source: str | os.PathLike, out: str | os.PathLike) -> None:
 
 def report_table(source: str | os.PathLike, out: str | os.PathLike, title: str) -> None:
     """A Parquet or CSV table, or a Markdown report, as an HTML page."""
-    import pandas as pd
-
     source = Path(source)
     if source.suffix == ".parquet":
         text = table_page(read_table(source), title, str(source), read_provenance(source))

@@ -11,6 +11,8 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import pandas as pd
 
+from shiftwork.tables import read_table
+
 GATED_FAMILIES = ("register", "structural")
 
 
@@ -149,8 +151,6 @@ def read_baseline(path: str, encoder_name: str, user: str, uses: str) -> pd.Seri
     """The row of the gate's baseline table at ``path`` (b, method, n_pairs, encoder), which must be
     for ``encoder_name``: b belongs to one encoder's scale. ``user`` and ``uses`` word the error
     (``"<user>: the gate's b is for encoder X, <uses> Y"``)."""
-    from shiftwork.tables import read_table
-
     row = read_table(path, ["b", "method", "n_pairs", "encoder"]).iloc[0]
     if row["encoder"] != encoder_name:
         raise ValueError(f"{user}: the gate's b is for encoder {row['encoder']!r}, {uses} {encoder_name!r}")

@@ -19,6 +19,8 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import pandas as pd
 
+from shiftwork.inference.formatting import model_input
+
 Complete = Callable[[list[str]], list[str]]
 
 JUDGED: tuple[tuple[str, str], ...] = (("register", "tone"), ("structural", "form"))
@@ -134,7 +136,6 @@ def judge_pairs(pairs: pd.DataFrame, complete: Complete) -> pd.DataFrame:
 def local_completer(lm, batch_size: int = 16, max_new_tokens: int = 4) -> Complete:
     """A judge on a prepared local model: greedy, a few tokens, chat template when it has one."""
     from shiftwork.inference.engine import Decoding, generate
-    from shiftwork.inference.formatting import model_input
 
     def complete(prompts: Sequence[str]) -> list[str]:
         inputs = [model_input(lm.tokenizer, p, lm.chat) for p in prompts]

@@ -26,8 +26,9 @@ import pandas as pd
 
 from shiftwork.checks import require_columns
 from shiftwork.reports.figures import save_figure
+from shiftwork.reports.intervals import t_half_width
 from shiftwork.reports.tables import to_latex, to_markdown
-from shiftwork.stability.stats import ALL, AXES, significance_counts
+from shiftwork.stability.stats import ALL, AXES, POOLED, significance_counts
 from shiftwork.tables import atomic_file, write_table, write_text
 
 MARKER_LEGEND = "* p < 0.05, ** p < 0.01, *** p < 0.001"
@@ -475,9 +476,6 @@ def family_intervals(strength: pd.DataFrame, confidence: float = 0.95) -> pd.Dat
     no value is left out. Columns: model, family, strength (NaN for the whole-family rows), mean,
     half, low, high, n_prompts, n_settings.
     """
-    from shiftwork.reports.intervals import t_half_width
-    from shiftwork.stability.stats import POOLED
-
     need = ["model", "family", "kind", "position", "strength", "axis", "mean", "sd", "n_prompts"]
     require_columns(strength, need, "family_intervals(strength)")
     pooled = strength[(strength["axis"] == POOLED) & np.isfinite(strength["mean"].astype(float))]

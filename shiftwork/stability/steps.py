@@ -25,16 +25,21 @@ from shiftwork.logs import LOGGER
 from shiftwork.models.loading import load_prepared, load_tokenizer
 from shiftwork.models.prepare import read_info
 from shiftwork.provenance import make_provenance
+from shiftwork.reports.tables import to_markdown
 from shiftwork.stability import axes as axes_mod
 from shiftwork.stability import gate as gate_mod
+from shiftwork.stability import stats
 from shiftwork.stability.api_generation import api_responses, api_weight_digest
+from shiftwork.stability.figures import preservation_plot, radar_plot, strength_plot
+from shiftwork.stability.gate_report import gate_markdown, gate_overview
 from shiftwork.stability.jobs import ApiJob, AxesJob, GenerateJob, TextModel
-from shiftwork.stability.judge import api_completer, judge_pairs, local_completer
+from shiftwork.stability.judge import api_completer, judge_pairs, local_completer, validation_sample
 from shiftwork.stability.prompts import load_prompts
+from shiftwork.stability.report import family_plot, heatmap, write_eps_tables, write_significance_tables, write_tables
 from shiftwork.stability.rows import baseline_rows, shard_rows, throughput
 from shiftwork.stability.variants.build import build_variants_counted
 from shiftwork.stability.variants.structural import merge_cache, messages_as_plain, rewrite_requests, run_rewrites
-from shiftwork.tables import TableWriter, read_cache, read_table, write_table, write_text
+from shiftwork.tables import TableWriter, read_cache, read_provenance, read_table, write_table, write_text
 
 KEYS = ["model", "dataset", "prompt_id", "variant_id"]
 VARIANT_META = ["family", "kind", "position", "strength"]
@@ -44,8 +49,6 @@ def merge_shards(shard_paths: list[str], out: str, keys: list[str] = KEYS) -> in
     """Concatenate the shard tables of one step into ``out``; its provenance is the shards' shared
     one plus, per shard, where it ran. Fails if the shards disagree on their settings or model,
     or overlap. Returns the number of rows."""
-    from shiftwork.tables import read_provenance, write_table
-
     if not shard_paths:
         raise ValueError(f"{out}: no shards to merge")
     frames, provs = [], []
@@ -421,9 +424,6 @@ def _bert_rescale(
 
 def judge_sample(judgment_paths: list[str], per_cell: int, seed: int, out_table: str, out_md: str) -> None:
     """A seeded sample of judged pairs of each verdict, for checking the judge by hand."""
-    from shiftwork.reports.tables import to_markdown
-    from shiftwork.stability.judge import validation_sample
-
     frames = [read_table(p) for p in judgment_paths]
     judgments = (
         pd.concat([f for f in frames if len(f)], ignore_index=True) if any(len(f) for f in frames) else frames[0]
@@ -458,9 +458,6 @@ def aggregate_stability(
 ) -> None:
     """Normalise, per-prompt RMS instability, SGS per dataset and in total, t-tests, breakdown, and
     instability against strength (``outs["strength"]``, :func:`shiftwork.stability.stats.strength_curves`)."""
-    from shiftwork.stability import stats
-    from shiftwork.tables import write_table
-
     deltas = pd.concat([read_table(p) for p in delta_paths], ignore_index=True)
     normalised = stats.normalise(deltas, R)
     per_prompt = stats.prompt_instability(normalised)
@@ -487,15 +484,6 @@ def report_stability(
     prompts from the strength curves, radar, prompt preservation, strength curves). ``inputs`` names the
     statistics tables and ``gate_scores``, the gate's per-variant scores of every dataset;
     ``figures`` maps ``<name>_png`` / ``<name>_svg`` to paths."""
-    from shiftwork.stability.figures import preservation_plot, radar_plot, strength_plot
-    from shiftwork.stability.report import (
-        family_plot,
-        heatmap,
-        write_eps_tables,
-        write_significance_tables,
-        write_tables,
-    )
-
     total = read_table(inputs["total_sgs"])
     per_dataset = read_table(inputs["dataset_sgs"])
     tests_total = read_table(inputs["ttests_model"])
@@ -666,9 +654,6 @@ def report_gate(
     out_table: str,
     out_markdown: str,
 ) -> None:
-    from shiftwork.stability.gate_report import gate_markdown, gate_overview
-    from shiftwork.tables import read_provenance
-
     summaries = pd.concat([read_table(p) for p in summary_paths], ignore_index=True)
     dropped = pd.concat([read_table(p) for p in dropped_paths], ignore_index=True)
     n_prompts, unchanged = {}, {}
