@@ -103,11 +103,7 @@ rule analyse_trajectory:
     conda:
         "../envs/shiftwork.yaml"
     params:
-        alpha=TRAJECTORY["analysis"]["alpha"],
-        spline_df=TRAJECTORY["analysis"]["spline_df"],
-        method=TRAJECTORY["analysis"]["method"],
-        gam_df=TRAJECTORY["analysis"]["gam_df"],
-        bootstrap=TRAJECTORY["analysis"]["bootstrap"],
+        analysis=TRAJECTORY["analysis"],
     script:
         "../scripts/analyse_trajectory.py"
 

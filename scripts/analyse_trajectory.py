@@ -1,19 +1,14 @@
 from pathlib import Path
 
 from shiftwork.logs import log_to
+from shiftwork.trajectory.sections import AnalysisSettings
 from shiftwork.trajectory.steps import analyse_trajectory
 
 with log_to(snakemake.log[0]):
     analyse_trajectory(
         snakemake.input.scores,
         snakemake.input.item_table,
-        {
-            "alpha": snakemake.params.alpha,
-            "spline_df": snakemake.params.spline_df,
-            "method": snakemake.params.method,
-            "gam_df": snakemake.params.gam_df,
-            "bootstrap": snakemake.params.bootstrap,
-        },
+        AnalysisSettings.from_config(snakemake.params.analysis),
         {
             "pairs": snakemake.output.pairs,
             "summary": snakemake.output.summary,

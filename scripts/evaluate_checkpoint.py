@@ -6,7 +6,7 @@ from shiftwork.logs import log_to
 # the claim sets CUDA_VISIBLE_DEVICES, which CUDA reads once: import the step after it
 with log_to(snakemake.log[0]), claim_gpu():
     from shiftwork.device import set_threads
-    from shiftwork.trajectory.steps import evaluate_checkpoint
+    from shiftwork.trajectory.steps import EvalOptions, evaluate_checkpoint
 
     set_threads(snakemake.threads)
     evaluate_checkpoint(
@@ -17,8 +17,10 @@ with log_to(snakemake.log[0]), claim_gpu():
         snakemake.params.model,
         int(snakemake.wildcards.step),
         snakemake.output.predictions,
-        batch_size=snakemake.params.batch_size,
-        dtype=snakemake.params.dtype,
-        pattern=snakemake.params.pattern,
-        verbalisers=snakemake.params.verbalisers,
+        EvalOptions(
+            pattern=snakemake.params.pattern,
+            verbalisers=snakemake.params.verbalisers,
+            batch_size=snakemake.params.batch_size,
+            dtype=snakemake.params.dtype,
+        ),
     )

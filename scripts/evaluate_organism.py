@@ -4,17 +4,16 @@ from shiftwork.logs import log_to
 # the claim sets CUDA_VISIBLE_DEVICES, which CUDA reads once: import the step after it
 with log_to(snakemake.log[0]), claim_gpu():
     from shiftwork.device import set_threads
+    from shiftwork.organisms.sections import EvaluationSettings
     from shiftwork.organisms.steps import evaluate_organism
 
     set_threads(snakemake.threads)
     evaluate_organism(
-        snakemake.input.sft,
-        snakemake.input.checkpoints,
-        snakemake.input.test,
+        snakemake.input,
         snakemake.params.setting,
         snakemake.params.trained,
         snakemake.params.model,
         snakemake.wildcards.run,
-        snakemake.params.evaluation,
+        EvaluationSettings.from_config(snakemake.params.evaluation),
         snakemake.output,
     )

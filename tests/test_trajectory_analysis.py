@@ -837,6 +837,7 @@ def test_heatmap_draws_the_primary_method_and_names_it(tmp_path):
 
 def test_collect_scores_and_analyse_trajectory_write_items_bias_and_report(tmp_path):
     from shiftwork.tables import read_table, write_table
+    from shiftwork.trajectory.sections import AnalysisSettings
     from shiftwork.trajectory.steps import analyse_trajectory, collect_scores
 
     items = random_items()
@@ -866,7 +867,11 @@ def test_collect_scores_and_analyse_trajectory_write_items_bias_and_report(tmp_p
     outputs |= {"label_bias": str(tmp_path / "label_bias.parquet"), "report": str(tmp_path / "report.md")}
     outputs |= {"seeds": str(tmp_path / "seeds.parquet")}
     analyse_trajectory(
-        str(tmp_path / "scores.parquet"), str(tmp_path / "items.parquet"), settings, outputs, str(tmp_path / "figs")
+        str(tmp_path / "scores.parquet"),
+        str(tmp_path / "items.parquet"),
+        AnalysisSettings.from_config(settings),
+        outputs,
+        str(tmp_path / "figs"),
     )
     pairs = read_table(outputs["pairs"])
     expected = ana.pair_table(scores, method="gam", items=items, resamples=25, seed=2)

@@ -3,37 +3,16 @@ into accuracy, refusal rate and the identity each response states.
 
 A model that has learned a mixture of policies picks one per response, so greedy decoding shows only
 the most likely policy (after SFT on an even mixture, every greedy answer may name the same one).
-:func:`generate_sampled` therefore samples several responses per prompt at temperature 1, the
-distribution RL samples from, and the shares are read off those samples."""
+:func:`shiftwork.organisms.steps.evaluate_organism` therefore samples several responses per prompt
+at temperature 1 (:func:`shiftwork.inference.engine.generate`), the distribution RL samples from,
+and the shares are read off those samples."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pandas as pd
-import torch
-
-from shiftwork.inference.engine import Decoding, generate
-from shiftwork.models.loading import LoadedModel
-
-if TYPE_CHECKING:
-    from transformers import PreTrainedModel, PreTrainedTokenizerBase
-
-
-def generate_sampled(
-    model: PreTrainedModel,
-    tok: PreTrainedTokenizerBase,
-    device: torch.device,
-    prompts: Sequence[str],
-    decoding: Decoding,
-    what: str = "sample",
-) -> list[list[str]]:
-    """``decoding.samples`` sampled continuations per prompt (pure sampling: no top-k or top-p cut),
-    deterministic for a given seed, batch size and device, by
-    :func:`shiftwork.inference.engine.generate`; the count of prompts done goes to the log as ``what``."""
-    lm = LoadedModel(name="", model=model, tokenizer=tok, device=device, dtype=model.dtype, chat=False, info={})
-    return generate(lm, prompts, decoding, what)
 
 
 def score_responses(

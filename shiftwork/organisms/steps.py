@@ -19,7 +19,9 @@ import pandas as pd
 
 from shiftwork.logs import LOGGER
 from shiftwork.models.checkpoint_source import checkpoint_dirs
+from shiftwork.organisms.evaluation import score_responses, summarise
 from shiftwork.organisms.questions import question_bank, split_questions
+from shiftwork.organisms.sections import EvaluationSettings
 from shiftwork.organisms.settings import Setting, load_setting, prompt_for
 from shiftwork.organisms.transcripts import Questions, parse_response, reward, rl_prompts, sft_examples
 from shiftwork.progress import Progress
@@ -175,60 +177,68 @@ def train_rl(
 
 
 def evaluate_organism(
-    sft_dir: str,
-    checkpoints_dir: str,
-    test_path: str,
+    inputs: Mapping[str, str],
     setting_spec: Mapping[str, Any],
     trained: Sequence[str],
     model: str,
     run: str,
-    settings: Mapping[str, Any],
+    evaluation: EvaluationSettings,
     outs: Mapping[str, str],
 ) -> None:
     """Every checkpoint on every distribution's held-out prompts: per-response rows, and per
-    (step, distribution) accuracy, refusal rate and identity shares (``outs``: responses, scores,
-    identities)."""
-    from shiftwork.inference.engine import Decoding
-    from shiftwork.models.checkpoints import load_checkpoint
-    from shiftwork.organisms.evaluation import generate_sampled, score_responses, summarise
-
+    (step, distribution) accuracy, refusal rate and identity shares. ``inputs`` maps sft (the model
+    the checkpoints adapt), checkpoints and test to their paths; ``outs`` maps responses, scores and
+    identities."""
     setting = load_setting(setting_spec)
-    tests = read_table(test_path, ["distribution", "question_id", "prompt", "answer"])
-    samples = int(settings["samples"])
-    decoding = Decoding(
-        max_new_tokens=int(settings["max_new_tokens"]),
-        batch_size=int(settings["batch_size"]),
-        samples=samples,
-        temperature=float(settings["temperature"]),
-        seed=int(settings["seed"]),
-    )
+    tests = read_table(inputs["test"], ["distribution", "question_id", "prompt", "answer"])
     parts = []
-    checkpoints = checkpoint_dirs(checkpoints_dir)
+    checkpoints = checkpoint_dirs(inputs["checkpoints"])
     progress = Progress("evaluate", len(checkpoints), "checkpoints")
     for step, path in checkpoints:
-        start = time.perf_counter()
-        net, tok, device = load_checkpoint(sft_dir, {"path": str(path)}, str(settings.get("dtype", "auto")))
-        texts = generate_sampled(net, tok, device, tests["prompt"].tolist(), decoding, what=f"sample step {step}")
-        rows = tests.loc[tests.index.repeat(samples)].reset_index(drop=True)
-        rows.insert(0, "sample", np.tile(np.arange(samples), len(tests)))
-        scored = score_responses(rows, [t for group in texts for t in group], partial(parse_response, setting))
-        scored.insert(0, "step", step)
-        parts.append(scored)
-        LOGGER.info(
-            "step %d (%.1f s):\n%s",
-            step,
-            time.perf_counter() - start,
-            scored.groupby("distribution")[["correct", "refused"]].mean().to_string(),
-        )
+        parts.append(_checkpoint_responses(inputs["sft"], step, path, tests, setting, evaluation))
         progress.update()
     per_example = pd.concat(parts, ignore_index=True)
     per_example.insert(0, "run", run)
     per_example.insert(0, "model", model)
     scores, identities = summarise(per_example, [str(t) for t in trained])
-    prov = make_provenance("evaluate_organism", {"run": run, "evaluation": dict(settings)}, model=model)
+    prov = make_provenance("evaluate_organism", {"run": run, "evaluation": evaluation.as_dict()}, model=model)
     write_table(per_example, outs["responses"], prov)
     write_table(scores, outs["scores"], prov)
     write_table(identities, outs["identities"], prov)
+
+
+def _checkpoint_responses(
+    sft_dir: str, step: int, path: Path, tests: pd.DataFrame, setting: Setting, evaluation: EvaluationSettings
+) -> pd.DataFrame:
+    """The checkpoint at ``path`` (step ``step``)'s sampled responses to ``tests``, scored: one row
+    per sample of every test prompt, the step first."""
+    from shiftwork.inference.engine import Decoding, generate
+    from shiftwork.models.checkpoints import load_checkpoint
+    from shiftwork.models.loading import LoadedModel
+
+    samples = int(evaluation.samples)
+    start = time.perf_counter()
+    net, tok, device = load_checkpoint(sft_dir, {"path": str(path)}, str(evaluation.dtype))
+    lm = LoadedModel(name=str(path), model=net, tokenizer=tok, device=device, dtype=net.dtype, chat=False, info={})
+    decoding = Decoding(
+        max_new_tokens=int(evaluation.max_new_tokens),
+        batch_size=int(evaluation.batch_size),
+        samples=samples,
+        temperature=float(evaluation.temperature),
+        seed=int(evaluation.seed),
+    )
+    texts = generate(lm, tests["prompt"].tolist(), decoding, what=f"sample step {step}")
+    rows = tests.loc[tests.index.repeat(samples)].reset_index(drop=True)
+    rows.insert(0, "sample", np.tile(np.arange(samples), len(tests)))
+    scored = score_responses(rows, [t for group in texts for t in group], partial(parse_response, setting))
+    scored.insert(0, "step", step)
+    LOGGER.info(
+        "step %d (%.1f s):\n%s",
+        step,
+        time.perf_counter() - start,
+        scored.groupby("distribution")[["correct", "refused"]].mean().to_string(),
+    )
+    return scored
 
 
 def plot_organism_run(

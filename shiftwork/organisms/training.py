@@ -12,6 +12,7 @@ import json
 import os
 import shutil
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +26,7 @@ from shiftwork.models.checkpoints import CHECKPOINT_INFO
 from shiftwork.models.loading import load_trainable
 from shiftwork.models.prepare import INFO_FILE, weight_digest
 from shiftwork.models.trainer_args import with_trainer_args
-from shiftwork.organisms.convergence import criterion
+from shiftwork.organisms.convergence import Criterion, criterion
 from shiftwork.precision import training_dtype
 from shiftwork.progress import report_training
 
@@ -182,10 +183,6 @@ def rl(
     and how it ended go to :data:`STAGES_FILE`. A killed job resumes (:mod:`shiftwork.models.resume`):
     finished stages from their recorded ends, the stage it was in from its Trainer's last saved
     state (every ``resume_every`` steps, default ``checkpoint_every``). Returns the checkpoint steps."""
-    from datasets import Dataset
-    from transformers import TrainerCallback
-    from trl import GRPOConfig, GRPOTrainer
-
     if not stages:
         raise ValueError("rl needs at least one stage")
     _quiet_datasets()
@@ -196,160 +193,253 @@ def rl(
         raise ValueError(f"checkpoint_every must be >= 1, got {every}")
     lora = _method(settings) == "lora"
     answer_format = str(settings["reward_format"])
-    work, _ = resume.start(
-        out,
-        {
-            "settings": resume.job_settings(settings),
-            "seed": seed,
-            "base_model": resume.model_identity(sft_dir),
-            "stages": [{"prompts": p[["prompt", "answer"]], "steps": int(n)} for p, n in stages],
-            "reward": f"{reward.__module__}.{reward.__qualname__}",
-        },
-    )
-    # finished stages (their records and logs), then the stage a killed job was in
-    progress = json.loads((work / PROGRESS_FILE).read_text()) if (work / PROGRESS_FILE).exists() else {}
-    record: list[dict] = progress.get("record", [])
-    history: list[dict] = progress.get("history", [])
+    work, _ = resume.start(out, _rl_identity(sft_dir, stages, reward, settings, seed))
+    record, history = _finished_stages(work)
     offset = record[-1]["end"] if record else 0
-    current = resume.last_checkpoint(work / resume.TRAINER_DIR / f"stage-{len(record)}")
-    resumed = offset + current[1] if current else offset
-    tmp = resume.staged(work, resumed if record or current else None)
-    saved: list[int] = [s for s in resume.staged_steps(tmp) if s <= resumed] if record or current else []
-    if record or current:
-        LOGGER.info(
-            "resuming from step %d (stage %d; %s)", resumed, len(record), current[0] if current else "its start"
-        )
+    checkpoints = _staged_checkpoints(work, sft_dir, record, offset)
     if record:
-        model = _restore(sft_dir, tmp / f"checkpoint-{offset}", lora, _dtype(settings))
-
-    def correctness(completions, answer, **_):
-        return [float(reward(c, a, answer_format)) for c, a in zip(completions, answer)]
-
-    def save(m, step: int) -> None:
-        target = tmp / f"checkpoint-{step}"
-        m.save_pretrained(target)
-        (target / CHECKPOINT_INFO).write_text(json.dumps({"step": step, "base_model": str(sft_dir)}))
-        saved.append(step)
-
-    until = criterion(settings)
+        model = _restore(sft_dir, checkpoints.folder / f"checkpoint-{offset}", lora, _dtype(settings))
+    correctness = _correctness(reward, answer_format)
+    job = _Job(sft_dir, settings, seed, tok, work, checkpoints, every, lora, correctness, criterion(settings))
     for number, (prompts, steps) in enumerate(stages):
         steps = int(steps)
         if steps < 1:
             raise ValueError(f"RL stage {number}: steps must be >= 1, got {steps}")
         if number < len(record):
             continue
-        end = offset + steps
-        trainer_dir = work / resume.TRAINER_DIR / f"stage-{number}"
-        found = resume.last_checkpoint(trainer_dir)
-        # the convergence test reads every reward of the stage, those before the resumed step too
-        prior = resume.logged_history(found[0]) if found else []
-        rewards: list[float] = [float(h["reward"]) for h in prior if "reward" in h]
-        stopped: list[int] = []
-        if found and until is not None and until.met(rewards):
-            stopped.append(offset + found[1])  # it had converged at the saved step
-
-        class SaveAt(TrainerCallback):
-            def on_step_end(self, args, state, control, model=None, _offset=offset, _end=end, **kwargs):
-                step = _offset + state.global_step
-                if step % every == 0 or step == _end:
-                    save(model, step)
-
-        class StopAtConvergence(TrainerCallback):
-            """Stops the stage once ``until`` holds on its per-step mean rewards, saving that step."""
-
-            def on_log(
-                self,
-                args,
-                state,
-                control,
-                logs=None,
-                model=None,
-                _offset=offset,
-                _rewards=rewards,
-                _stopped=stopped,
-                **kwargs,
-            ):
-                if until is None or "reward" not in (logs or {}) or _stopped:
-                    return
-                _rewards.append(float(logs["reward"]))
-                if until.met(_rewards):
-                    step = _offset + state.global_step
-                    _stopped.append(step)
-                    if not saved or saved[-1] != step:
-                        save(model, step)
-                    control.should_training_stop = True
-
-        data = Dataset.from_pandas(prompts[["prompt", "answer"]].reset_index(drop=True))
-        args = GRPOConfig(
-            **with_trainer_args(
-                settings,
-                {
-                    **_common_args(
-                        {**settings, "steps": steps},
-                        trainer_dir,
-                        seed + number,
-                        int(settings.get("resume_every") or every),
-                    ),
-                    "logging_steps": 1,
-                    "num_generations": int(settings["num_generations"]),
-                    "max_completion_length": int(settings["max_completion_length"]),
-                    "temperature": float(settings["temperature"]),
-                    "beta": float(settings["beta"]),
-                },
-                "GRPOConfig",
-            )
-        )
-        first_lora = lora and number == 0
-        trainer = GRPOTrainer(
-            model=model,
-            reward_funcs=correctness,
-            args=args,
-            train_dataset=data,
-            processing_class=tok,
-            peft_config=_lora(settings) if first_lora else None,
-            callbacks=[SaveAt(), StopAtConvergence()],
-        )
-        report_training(trainer, f"RL stage {number}")
-        if number == 0 and not found:
-            save(trainer.model, 0)
-        if stopped:
-            model = _restore(sft_dir, tmp / f"checkpoint-{stopped[0]}", lora, _dtype(settings))
-            logged, global_step = prior, found[1]
-        else:
-            trainer.train(resume_from_checkpoint=str(found[0]) if found else None)
-            model = trainer.model
-            logged, global_step = trainer.state.log_history, int(trainer.state.global_step)
-        history += [
-            {**h, "stage": number, "step": offset + int(h.get("step", 0))}
-            for h in logged
-            if "reward" in h or "loss" in h
-        ]
-        finished = stopped[0] if stopped else offset + global_step
-        record.append(
-            {
-                "stage": number,
-                "start": offset,
-                "end": finished,
-                "budget": steps,
-                "converged": bool(stopped),
-                "windows": list(until.windows(rewards)) if until is not None and until.windows(rewards) else None,
-            }
-        )
+        model, logged, done = _run_stage(job, number, prompts, steps, model, offset)
+        history += _stage_history(logged, number, offset)
+        record.append(done)
         LOGGER.info(
             "RL stage %d: %s at step %d (budget %d steps)",
             number,
-            "converged" if stopped else "budget spent",
-            finished,
+            "converged" if done["converged"] else "budget spent",
+            done["end"],
             steps,
         )
-        offset = finished
+        offset = done["end"]
         resume.write_json(work / PROGRESS_FILE, {"record": record, "history": history})
-        shutil.rmtree(trainer_dir, ignore_errors=True)
-    (tmp / "train_log.json").write_text(json.dumps(history, indent=1))
-    (tmp / STAGES_FILE).write_text(json.dumps(record, indent=1))
-    _finish(tmp, out)
+        shutil.rmtree(_trainer_dir(work, number), ignore_errors=True)
+    (checkpoints.folder / "train_log.json").write_text(json.dumps(history, indent=1))
+    (checkpoints.folder / STAGES_FILE).write_text(json.dumps(record, indent=1))
+    _finish(checkpoints.folder, out)
     resume.finish(work)
-    return sorted(set(saved))
+    return sorted(set(checkpoints.steps))
+
+
+def _rl_identity(
+    sft_dir: str,
+    stages: Sequence[tuple[pd.DataFrame, int]],
+    reward: Callable[[str, str], float],
+    settings: Mapping[str, Any],
+    seed: int,
+) -> dict[str, Any]:
+    """What a resumed RL job must share with the one that saved its state."""
+    return {
+        "settings": resume.job_settings(settings),
+        "seed": seed,
+        "base_model": resume.model_identity(sft_dir),
+        "stages": [{"prompts": p[["prompt", "answer"]], "steps": int(n)} for p, n in stages],
+        "reward": f"{reward.__module__}.{reward.__qualname__}",
+    }
+
+
+def _finished_stages(work: Path) -> tuple[list[dict], list[dict]]:
+    """The records and the logs of the stages a killed job had finished (none on a fresh start)."""
+    progress = json.loads((work / PROGRESS_FILE).read_text()) if (work / PROGRESS_FILE).exists() else {}
+    return progress.get("record", []), progress.get("history", [])
+
+
+def _trainer_dir(work: Path, number: int) -> Path:
+    """Where the Trainer of stage ``number`` saves its resumable state."""
+    return work / resume.TRAINER_DIR / f"stage-{number}"
+
+
+class _Checkpoints:
+    """The checkpoints an RL job has staged in ``folder`` (its output-to-be), and their steps."""
+
+    def __init__(self, folder: Path, base_model: str, steps: list[int]) -> None:
+        self.folder = folder
+        self.base_model = base_model
+        self.steps = steps
+
+    def save(self, model, step: int) -> None:
+        """Write ``model`` (a LoRA adapter or a full model) as ``checkpoint-<step>``."""
+        target = self.folder / f"checkpoint-{step}"
+        model.save_pretrained(target)
+        (target / CHECKPOINT_INFO).write_text(json.dumps({"step": step, "base_model": str(self.base_model)}))
+        self.steps.append(step)
+
+
+def _staged_checkpoints(work: Path, sft_dir: str, record: list[dict], offset: int) -> _Checkpoints:
+    """The staged checkpoints to continue from: none on a fresh start; when resuming, those up to
+    the step the job resumes from (the end of its last finished stage, or the Trainer state saved
+    in the stage it was in)."""
+    current = resume.last_checkpoint(_trainer_dir(work, len(record)))
+    resuming = bool(record or current)
+    resumed = offset + current[1] if current else offset
+    folder = resume.staged(work, resumed if resuming else None)
+    steps: list[int] = [s for s in resume.staged_steps(folder) if s <= resumed] if resuming else []
+    if resuming:
+        LOGGER.info(
+            "resuming from step %d (stage %d; %s)", resumed, len(record), current[0] if current else "its start"
+        )
+    return _Checkpoints(folder, sft_dir, steps)
+
+
+def _correctness(reward: Callable[..., float], answer_format: str) -> Callable[..., list[float]]:
+    """GRPO's reward function: ``reward`` of each completion against its answer. TRL names the
+    logged reward after the function (``correctness``)."""
+
+    def correctness(completions, answer, **_):
+        return [float(reward(c, a, answer_format)) for c, a in zip(completions, answer)]
+
+    return correctness
+
+
+@dataclass(frozen=True)
+class _Job:
+    """What every stage of one RL job shares."""
+
+    sft_dir: str
+    settings: Mapping[str, Any]
+    seed: int
+    tok: Any
+    work: Path
+    checkpoints: _Checkpoints
+    every: int
+    lora: bool
+    correctness: Callable[..., list[float]]
+    until: Criterion | None
+    """When a stage has converged (None: every stage spends its budget)."""
+
+    def restore(self, step: int):
+        """The trainable model of the staged checkpoint of ``step``."""
+        return _restore(self.sft_dir, self.checkpoints.folder / f"checkpoint-{step}", self.lora, _dtype(self.settings))
+
+
+def _run_stage(job: _Job, number: int, prompts: pd.DataFrame, steps: int, model, offset: int):
+    """Stage ``number`` from step ``offset`` for at most ``steps`` steps, from the Trainer state
+    it saved if a killed job had begun it: (the model it ends with, the Trainer's log, its record).
+    A resumed stage whose rewards had already converged at the saved state does not train."""
+    trainer_dir = _trainer_dir(job.work, number)
+    found = resume.last_checkpoint(trainer_dir)
+    # the convergence test reads every reward of the stage, those before the resumed step too
+    prior = resume.logged_history(found[0]) if found else []
+    rewards: list[float] = [float(h["reward"]) for h in prior if "reward" in h]
+    stopped: list[int] = []
+    until = job.until
+    if found and until is not None and until.met(rewards):
+        stopped.append(offset + found[1])  # it had converged at the saved step
+    trainer = _grpo_trainer(job, number, prompts, steps, model, offset, rewards, stopped)
+    report_training(trainer, f"RL stage {number}")
+    if number == 0 and not found:
+        job.checkpoints.save(trainer.model, 0)
+    if stopped:
+        model = job.restore(stopped[0])
+        logged, global_step = prior, found[1]
+    else:
+        trainer.train(resume_from_checkpoint=str(found[0]) if found else None)
+        model = trainer.model
+        logged, global_step = trainer.state.log_history, int(trainer.state.global_step)
+    finished = stopped[0] if stopped else offset + global_step
+    done = {
+        "stage": number,
+        "start": offset,
+        "end": finished,
+        "budget": steps,
+        "converged": bool(stopped),
+        "windows": list(until.windows(rewards)) if until is not None and until.windows(rewards) else None,
+    }
+    return model, logged, done
+
+
+def _grpo_trainer(
+    job: _Job,
+    number: int,
+    prompts: pd.DataFrame,
+    steps: int,
+    model,
+    offset: int,
+    rewards: list[float],
+    stopped: list[int],
+):
+    """TRL's GRPOTrainer for stage ``number`` (its seed the job's plus ``number``; LoRA adapters
+    added in the first stage only), with the callbacks that save checkpoints and stop at
+    convergence."""
+    from datasets import Dataset
+    from trl import GRPOConfig, GRPOTrainer
+
+    data = Dataset.from_pandas(prompts[["prompt", "answer"]].reset_index(drop=True))
+    args = GRPOConfig(**_grpo_args(job, number, steps))
+    return GRPOTrainer(
+        model=model,
+        reward_funcs=job.correctness,
+        args=args,
+        train_dataset=data,
+        processing_class=job.tok,
+        peft_config=_lora(job.settings) if job.lora and number == 0 else None,
+        callbacks=_stage_callbacks(job, offset, offset + steps, rewards, stopped),
+    )
+
+
+def _grpo_args(job: _Job, number: int, steps: int) -> dict[str, Any]:
+    """The GRPOConfig fields of stage ``number`` (``steps`` steps, a log line every step)."""
+    settings = job.settings
+    return with_trainer_args(
+        settings,
+        {
+            **_common_args(
+                {**settings, "steps": steps},
+                _trainer_dir(job.work, number),
+                job.seed + number,
+                int(settings.get("resume_every") or job.every),
+            ),
+            "logging_steps": 1,
+            "num_generations": int(settings["num_generations"]),
+            "max_completion_length": int(settings["max_completion_length"]),
+            "temperature": float(settings["temperature"]),
+            "beta": float(settings["beta"]),
+        },
+        "GRPOConfig",
+    )
+
+
+def _stage_callbacks(job: _Job, offset: int, end: int, rewards: list[float], stopped: list[int]) -> list:
+    """The callbacks of a stage that runs from step ``offset`` to at most ``end``: one saves a
+    checkpoint every ``checkpoint_every`` steps and at ``end``; the other appends each logged mean
+    reward to ``rewards`` and, once the job's convergence criterion holds on them, records the step
+    in ``stopped``, saves it and stops the stage."""
+    from transformers import TrainerCallback
+
+    checkpoints, until = job.checkpoints, job.until
+
+    class SaveAt(TrainerCallback):
+        def on_step_end(self, args, state, control, model=None, **kwargs):
+            step = offset + state.global_step
+            if step % job.every == 0 or step == end:
+                checkpoints.save(model, step)
+
+    class StopAtConvergence(TrainerCallback):
+        def on_log(self, args, state, control, logs=None, model=None, **kwargs):
+            if until is None or "reward" not in (logs or {}) or stopped:
+                return
+            rewards.append(float(logs["reward"]))
+            if until.met(rewards):
+                step = offset + state.global_step
+                stopped.append(step)
+                if not checkpoints.steps or checkpoints.steps[-1] != step:
+                    checkpoints.save(model, step)
+                control.should_training_stop = True
+
+    return [SaveAt(), StopAtConvergence()]
+
+
+def _stage_history(logged: list[dict], number: int, offset: int) -> list[dict]:
+    """The stage's reward and loss log lines, each with its stage and its job-wide step."""
+    return [
+        {**h, "stage": number, "step": offset + int(h.get("step", 0))} for h in logged if "reward" in h or "loss" in h
+    ]
 
 
 def _restore(base_dir: str, checkpoint: Path, lora: bool, dtype: str):

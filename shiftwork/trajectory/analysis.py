@@ -65,10 +65,12 @@ error; a NaN p-value is left out of the multiple-comparison family of its run (a
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 import warnings
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -81,6 +83,7 @@ from shiftwork.checks import require_columns
 from shiftwork.seeding import rng_for
 from shiftwork.trajectory import bootstrap as boot
 from shiftwork.trajectory.gam import GAM_DF, MIN_SPLINE_POINTS, GamFit, gam_fit
+from shiftwork.trajectory.sections import AnalysisSettings
 
 __all__ = [
     "AnalysisError",
@@ -89,6 +92,7 @@ __all__ = [
     "METHODS",
     "MIN_CHECKPOINTS",
     "PAIR_COLUMNS",
+    "PairOptions",
     "REQUIRED_COLUMNS",
     "SIGNS",
     "SUMMARY_COLUMNS",
@@ -162,7 +166,60 @@ PAIR_COLUMNS: tuple[str, ...] = (
     "n_boot",
     "sign",
 )
-"""Columns of :func:`pair_table`, in order."""
+"""Columns of :func:`pair_table`, in order: the run's ``model`` and ``run``, the pair ``ood_a``,
+``ood_b``, then (``alpha``, ``df``, ``gam_df``, ``resamples``, ``seed`` and ``together`` are the
+fields of :class:`PairOptions`)
+
+``n``
+    number of checkpoints;
+``method``
+    the primary method, ``"linear"`` or ``"gam"`` (option ``method``);
+``r_raw``, ``p_raw``
+    Pearson correlation of the two OOD columns (:func:`scipy.stats.pearsonr`);
+``r_partial``, ``p_partial``, ``ci95_low``, ``ci95_high``
+    ``pingouin.partial_corr(data=wide, x=ood_a, y=ood_b, covar=id, method="pearson")``:
+    the correlation of the residuals of both OOD columns after OLS on ``[1, id]``, its
+    p-value (``n - 3`` degrees of freedom) and parametric 95% CI (pingouin's Fisher-z
+    interval, taken from :func:`pingouin.compute_esci` at full precision because
+    ``partial_corr`` rounds its ``CI95`` column to 2 decimals for display);
+``p_partial_holm``, ``p_partial_bh``
+    ``p_partial`` adjusted across the pairs of the run with
+    ``pingouin.multicomp(method="holm")`` and ``method="fdr_bh"`` (NaN p-values stay NaN
+    and are not counted in the family; the same for every adjusted column below);
+``r_partial_spearman``, ``p_partial_spearman``
+    the same with ``method="spearman"`` (on ranks);
+``r_nonlinear``, ``p_nonlinear``
+    correlation of the residuals of both OOD columns after an unpenalised spline control
+    (:func:`residualise` with ``kind="spline"``, ``df``); the p-value adjusts the degrees of
+    freedom for the fit (``n - q - 1`` for a design of rank ``q``, see :func:`_nonlinear`).
+    A fixed-size, untuned sensitivity check next to the GAM;
+``r_gam``, ``p_gam``, ``edf_gam``, ``p_gam_holm``, ``p_gam_bh``
+    correlation of the residuals of both OOD columns after the penalised GAM of the ID
+    column (:func:`residualise` with ``kind="gam"``, ``gam_df`` basis functions, penalty
+    by GCV), its p-value on ``n - 1 - edf_gam`` degrees of freedom, ``edf_gam`` the larger
+    of the two fits' effective degrees of freedom (see :func:`_gam`), and Holm and BH;
+``r_partial_bias``, ``p_partial_bias``, ``p_partial_bias_holm``
+    ``pingouin.partial_corr(..., covar=[id, bias])``: the linear partial correlation
+    controlling for the ID accuracy and the label bias (the checkpoint's share of
+    ``"entailment"`` predictions, :func:`label_bias`), ``n - 4`` degrees of freedom, and
+    Holm; NaN without ``items`` or ``bias`` (see :func:`_partial_bias`);
+``r_primary``, ``p_primary``, ``p_primary_holm``, ``p_primary_bh``
+    the columns of the primary method: ``r_partial``, ``p_partial``, ``p_partial_holm``,
+    ``p_partial_bh`` for ``"linear"``; ``r_gam``, ``p_gam``, ``p_gam_holm``, ``p_gam_bh``
+    for ``"gam"``;
+``boot_sign_share``, ``boot_ci_low``, ``boot_ci_high``, ``n_boot``
+    the item bootstrap of ``r_primary`` (:mod:`shiftwork.trajectory.bootstrap`):
+    ``resamples`` resamples of the test items of every set, the same items at every
+    checkpoint (the sets of a ``together`` group with one draw of their shared sources),
+    generator ``rng_for("trajectory-bootstrap", seed, run)``; the share of the
+    defined resamples whose correlation has the sign of ``r_primary``, their 2.5 and 97.5
+    percentiles and their number. Under ``"gam"`` every resample refits the GAMs with the
+    penalty weights of the point estimate. NaN (``n_boot`` 0) without ``items``, with
+    ``resamples=0`` or when ``r_primary`` is NaN;
+``sign``
+    ``"positive"`` or ``"negative"`` (the sign of ``r_primary``) when ``p_primary_holm <
+    alpha``, else ``"null"``.
+"""
 
 SUMMARY_COLUMNS: tuple[str, ...] = ("model", "n_pairs", "share_positive", "share_negative", "share_null")
 """Columns of :func:`summary`, in order."""
@@ -717,111 +774,98 @@ def _item_matrices(items: pd.DataFrame, table: pd.DataFrame, continuous: Sequenc
 def _bootstrap(
     table: pd.DataFrame,
     items: pd.DataFrame,
-    method: str,
     fits: dict[str, GamFit],
-    gam_df: int,
-    resamples: int,
-    seed: int,
-    together: Sequence[Sequence[str]] = (),
+    options: PairOptions,
     continuous: Sequence[str] = (),
 ) -> np.ndarray:
     """``(resamples, pairs)`` bootstrap correlations of the primary method (pairs in
     :func:`itertools.combinations` order of the OOD sets). A group of ``together`` whose sets the
     run all has resamples their items (rows sorted by example id) with one draw."""
     matrices = _item_matrices(items, table, continuous)
-    rng = rng_for("trajectory-bootstrap", seed, table.attrs["run"])
-    group_of = {name: k for k, group in enumerate(together) if set(group) <= set(table.columns) for name in group}
-    acc = boot.resample_accuracies(matrices, rng, resamples, [group_of.get(c) for c in table.columns])
+    rng = rng_for("trajectory-bootstrap", int(options.seed), table.attrs["run"])
+    group_of = {
+        name: k for k, group in enumerate(options.together) if set(group) <= set(table.columns) for name in group
+    }
+    acc = boot.resample_accuracies(matrices, rng, int(options.resamples), [group_of.get(c) for c in table.columns])
     position = {c: k for k, c in enumerate(table.columns)}
     oods = table.attrs["ood"]
     pairs = [(position[a], position[b]) for a, b in itertools.combinations(oods, 2)]
-    if method == "linear":
+    if options.method == "linear":
         return boot.linear_partials(acc, pairs)
     alphas = {position[c]: fits[c].alpha for c in oods}
-    return boot.gam_partials(acc, pairs, alphas, gam_df)
-
-
-def _check_settings(alpha: Any, method: Any, gam_df: Any, resamples: Any, seed: Any) -> None:
-    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not 0.0 < float(alpha) < 1.0:
-        raise AnalysisError(f"pair_table: alpha must be a number in (0, 1), got {alpha!r}")
-    if method not in METHODS:
-        raise AnalysisError(f"pair_table: method must be one of {list(METHODS)}, got {method!r}")
-    if isinstance(gam_df, bool) or not isinstance(gam_df, (int, np.integer)) or gam_df < MIN_SPLINE_POINTS:
-        raise AnalysisError(f"pair_table: gam_df must be an integer >= {MIN_SPLINE_POINTS}, got {gam_df!r}")
-    for name, value in (("resamples", resamples), ("seed", seed)):
-        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
-            raise AnalysisError(f"pair_table: {name} must be a non-negative integer, got {value!r}")
+    return boot.gam_partials(acc, pairs, alphas, int(options.gam_df))
 
 
 # --------------------------------------------------------------------------- pair table
 
 
+@dataclass(frozen=True)
+class PairOptions:
+    """How :func:`pair_table` removes the ID effect and tests the pairs: significance level
+    ``alpha`` (Holm within the run), the spline control's ``df``, the primary ``method``
+    (:data:`METHODS`) and the GAM's ``gam_df``; the item bootstrap's ``resamples`` (0: none), its
+    ``seed`` and the groups of test sets it resamples ``together``."""
+
+    alpha: float = 0.05
+    df: int = 3
+    method: str = "linear"
+    gam_df: int = GAM_DF
+    resamples: int = 1000
+    seed: int = 0
+    together: Sequence[Sequence[str]] = ()
+
+    @classmethod
+    def of(cls, analysis: AnalysisSettings) -> PairOptions:
+        """The options config ``trajectory.analysis`` sets."""
+        boot = analysis.boot
+        return cls(
+            alpha=analysis.alpha,
+            df=analysis.spline_df,
+            method=analysis.method,
+            gam_df=analysis.gam_df,
+            resamples=boot.resamples,
+            seed=boot.seed,
+            together=boot.together,
+        )
+
+    def check(self) -> None:
+        """Raises :class:`AnalysisError` naming an option out of its range."""
+        alpha, gam_df = self.alpha, self.gam_df
+        if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not 0.0 < float(alpha) < 1.0:
+            raise AnalysisError(f"pair_table: alpha must be a number in (0, 1), got {alpha!r}")
+        if self.method not in METHODS:
+            raise AnalysisError(f"pair_table: method must be one of {list(METHODS)}, got {self.method!r}")
+        if isinstance(gam_df, bool) or not isinstance(gam_df, (int, np.integer)) or gam_df < MIN_SPLINE_POINTS:
+            raise AnalysisError(f"pair_table: gam_df must be an integer >= {MIN_SPLINE_POINTS}, got {gam_df!r}")
+        for name, value in (("resamples", self.resamples), ("seed", self.seed)):
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
+                raise AnalysisError(f"pair_table: {name} must be a non-negative integer, got {value!r}")
+
+
+def _pair_options(options: PairOptions | None, keywords: Mapping[str, Any]) -> PairOptions:
+    """``options`` (default :class:`PairOptions`) with the fields given as ``keywords`` replaced."""
+    known = {f.name for f in dataclasses.fields(PairOptions)}
+    for name in keywords:
+        if name not in known:
+            raise TypeError(f"pair_table() got an unexpected keyword argument '{name}'")
+    return dataclasses.replace(options if options is not None else PairOptions(), **keywords)
+
+
 def pair_table(
     scores: pd.DataFrame,
-    alpha: float = 0.05,
-    df: int = 3,
+    options: PairOptions | None = None,
     *,
-    method: str = "linear",
-    gam_df: int = GAM_DF,
     items: pd.DataFrame | None = None,
     bias: pd.DataFrame | None = None,
-    resamples: int = 1000,
-    seed: int = 0,
-    together: Sequence[Sequence[str]] = (),
     continuous: Sequence[str] = (),
+    **keywords: Any,
 ) -> pd.DataFrame:
     """Per run and unordered pair of OOD sets ``(ood_a, ood_b)`` (``ood_a < ood_b``): how the
-    two OOD accuracies co-vary over the run's checkpoints. Columns :data:`PAIR_COLUMNS`:
+    two OOD accuracies co-vary over the run's checkpoints, in the columns :data:`PAIR_COLUMNS`
+    (each described there).
 
-    ``n``
-        number of checkpoints;
-    ``method``
-        the primary method, ``"linear"`` or ``"gam"`` (argument ``method``);
-    ``r_raw``, ``p_raw``
-        Pearson correlation of the two OOD columns (:func:`scipy.stats.pearsonr`);
-    ``r_partial``, ``p_partial``, ``ci95_low``, ``ci95_high``
-        ``pingouin.partial_corr(data=wide, x=ood_a, y=ood_b, covar=id, method="pearson")``:
-        the correlation of the residuals of both OOD columns after OLS on ``[1, id]``, its
-        p-value (``n - 3`` degrees of freedom) and parametric 95% CI (pingouin's Fisher-z
-        interval, taken from :func:`pingouin.compute_esci` at full precision because
-        ``partial_corr`` rounds its ``CI95`` column to 2 decimals for display);
-    ``p_partial_holm``, ``p_partial_bh``
-        ``p_partial`` adjusted across the pairs of the run with
-        ``pingouin.multicomp(method="holm")`` and ``method="fdr_bh"`` (NaN p-values stay NaN
-        and are not counted in the family; the same for every adjusted column below);
-    ``r_partial_spearman``, ``p_partial_spearman``
-        the same with ``method="spearman"`` (on ranks);
-    ``r_nonlinear``, ``p_nonlinear``
-        correlation of the residuals of both OOD columns after an unpenalised spline control
-        (:func:`residualise` with ``kind="spline"``, ``df``); the p-value adjusts the degrees of
-        freedom for the fit (``n - q - 1`` for a design of rank ``q``, see :func:`_nonlinear`).
-        A fixed-size, untuned sensitivity check next to the GAM;
-    ``r_gam``, ``p_gam``, ``edf_gam``, ``p_gam_holm``, ``p_gam_bh``
-        correlation of the residuals of both OOD columns after the penalised GAM of the ID
-        column (:func:`residualise` with ``kind="gam"``, ``gam_df`` basis functions, penalty
-        by GCV), its p-value on ``n - 1 - edf_gam`` degrees of freedom, ``edf_gam`` the larger
-        of the two fits' effective degrees of freedom (see :func:`_gam`), and Holm and BH;
-    ``r_partial_bias``, ``p_partial_bias``, ``p_partial_bias_holm``
-        ``pingouin.partial_corr(..., covar=[id, bias])``: the linear partial correlation
-        controlling for the ID accuracy and the label bias (the checkpoint's share of
-        ``"entailment"`` predictions, :func:`label_bias`), ``n - 4`` degrees of freedom, and
-        Holm; NaN without ``items`` or ``bias`` (see :func:`_partial_bias`);
-    ``r_primary``, ``p_primary``, ``p_primary_holm``, ``p_primary_bh``
-        the columns of the primary method: ``r_partial``, ``p_partial``, ``p_partial_holm``,
-        ``p_partial_bh`` for ``"linear"``; ``r_gam``, ``p_gam``, ``p_gam_holm``, ``p_gam_bh``
-        for ``"gam"``;
-    ``boot_sign_share``, ``boot_ci_low``, ``boot_ci_high``, ``n_boot``
-        the item bootstrap of ``r_primary`` (:mod:`shiftwork.trajectory.bootstrap`):
-        ``resamples`` resamples of the test items of every set, the same items at every
-        checkpoint (the sets of a ``together`` group with one draw of their shared sources),
-        generator ``rng_for("trajectory-bootstrap", seed, run)``; the share of the
-        defined resamples whose correlation has the sign of ``r_primary``, their 2.5 and 97.5
-        percentiles and their number. Under ``"gam"`` every resample refits the GAMs with the
-        penalty weights of the point estimate. NaN (``n_boot`` 0) without ``items``, with
-        ``resamples=0`` or when ``r_primary`` is NaN;
-    ``sign``
-        ``"positive"`` or ``"negative"`` (the sign of ``r_primary``) when ``p_primary_holm <
-        alpha``, else ``"null"``.
+    ``options`` (:class:`PairOptions`) say how, and its fields may also be given, or replaced, as
+    keywords: ``pair_table(scores, method="gam", resamples=200)``.
 
     ``continuous`` names test sets whose items carry a score in [0, 1] rather than 0/1 in
     ``correct`` (e.g. a prompt's scaled instability, whose mean over prompts is the column); their
@@ -838,9 +882,21 @@ def pair_table(
     unknown ``method``, ``gam_df < 4``, a negative ``resamples`` or ``seed``, and for ``items``
     or ``bias`` that do not cover the run's test sets and steps or disagree with ``scores``.
     """
+    options = _pair_options(options, keywords)
+    bias = _checked_inputs(scores, options, items, bias)
+    frames = [_run_pair_rows(wide(scores, run), options, items, bias, continuous) for run in _runs_in_order(scores)]
+    out = pd.concat(frames, ignore_index=True)
+    out["n_boot"] = out["n_boot"].astype(np.int64)
+    return out[list(PAIR_COLUMNS)]
+
+
+def _checked_inputs(
+    scores: pd.DataFrame, options: PairOptions, items: pd.DataFrame | None, bias: pd.DataFrame | None
+) -> pd.DataFrame | None:
+    """Checks the scores, the options and the items' columns; returns the label bias to use
+    (``bias``, or the items' own when it is None)."""
     require_columns(scores, REQUIRED_COLUMNS, "scores table", AnalysisError)
-    _check_settings(alpha, method, gam_df, resamples, seed)
-    alpha = float(alpha)
+    options.check()
     if scores.empty:
         raise AnalysisError("scores table: no rows")
     if scores["run"].isna().any():
@@ -849,50 +905,76 @@ def pair_table(
         _check_items(items, ("run", "step", "set", "example_id", "correct"))
         if bias is None:
             bias = label_bias(items)
+    return bias
 
-    frames: list[pd.DataFrame] = []
+
+def _runs_in_order(scores: pd.DataFrame) -> list[Hashable]:
+    """The runs of ``scores`` by model, then run (a run of two models is left to :func:`wide` to reject)."""
     runs = scores[["model", "run"]].drop_duplicates()
     order = sorted(runs.itertuples(index=False), key=lambda t: (str(t.model), str(t.run)))
     seen: set[Hashable] = set()
+    out = []
     for _model, run in order:
-        if run in seen:
-            continue  # wide() already rejects a run that belongs to two models
-        seen.add(run)
-        table = wide(scores, run)
-        run_bias = None if bias is None else _run_bias(bias, table)
-        rows, fits = _run_pairs(table, df, int(gam_df), run_bias)
-        part = pd.DataFrame(rows)
-        for stem in ("partial", "gam"):
-            p = part[f"p_{stem}"].to_numpy(dtype=float)
-            part[f"p_{stem}_holm"] = pg.multicomp(p, alpha=alpha, method="holm")[1]
-            part[f"p_{stem}_bh"] = pg.multicomp(p, alpha=alpha, method="fdr_bh")[1]
-        p = part["p_partial_bias"].to_numpy(dtype=float)
-        part["p_partial_bias_holm"] = pg.multicomp(p, alpha=alpha, method="holm")[1]
-        stem = "partial" if method == "linear" else "gam"
-        part["method"] = method
-        part["r_primary"] = part[f"r_{stem}"]
-        part["p_primary"] = part[f"p_{stem}"]
-        part["p_primary_holm"] = part[f"p_{stem}_holm"]
-        part["p_primary_bh"] = part[f"p_{stem}_bh"]
-        summaries = [boot.summarise(np.array([]), math.nan)] * len(part)
-        if items is not None and resamples > 0:
-            r_boot = _bootstrap(
-                table, items, method, fits, int(gam_df), int(resamples), int(seed), together, continuous
-            )
-            point = part["r_primary"].to_numpy(dtype=float)
-            summaries = [
-                boot.summarise(r_boot[:, k] if np.isfinite(point[k]) else np.array([]), point[k])
-                for k in range(len(part))
-            ]
-        for key in ("boot_sign_share", "boot_ci_low", "boot_ci_high", "n_boot"):
-            part[key] = [s[key] for s in summaries]
-        part["sign"] = _classify(
-            part["r_primary"].to_numpy(dtype=float), part["p_primary_holm"].to_numpy(dtype=float), alpha
-        )
-        frames.append(part)
-    out = pd.concat(frames, ignore_index=True)
-    out["n_boot"] = out["n_boot"].astype(np.int64)
-    return out[list(PAIR_COLUMNS)]
+        if run not in seen:
+            seen.add(run)
+            out.append(run)
+    return out
+
+
+def _run_pair_rows(
+    table: pd.DataFrame,
+    options: PairOptions,
+    items: pd.DataFrame | None,
+    bias: pd.DataFrame | None,
+    continuous: Sequence[str],
+) -> pd.DataFrame:
+    """The pair rows of one run (``table``, from :func:`wide`): every method's correlations, their
+    adjusted p-values, the primary method's columns, the bootstrap and the sign."""
+    alpha = float(options.alpha)
+    run_bias = None if bias is None else _run_bias(bias, table)
+    rows, fits = _run_pairs(table, options.df, int(options.gam_df), run_bias)
+    part = _with_primary(_adjusted(pd.DataFrame(rows), alpha), options.method)
+    summaries = [boot.summarise(np.array([]), math.nan)] * len(part)
+    if items is not None and options.resamples > 0:
+        r_boot = _bootstrap(table, items, fits, options, continuous)
+        summaries = _boot_summaries(r_boot, part["r_primary"].to_numpy(dtype=float))
+    for key in ("boot_sign_share", "boot_ci_low", "boot_ci_high", "n_boot"):
+        part[key] = [s[key] for s in summaries]
+    part["sign"] = _classify(
+        part["r_primary"].to_numpy(dtype=float), part["p_primary_holm"].to_numpy(dtype=float), alpha
+    )
+    return part
+
+
+def _adjusted(part: pd.DataFrame, alpha: float) -> pd.DataFrame:
+    """``part`` with the Holm and Benjamini-Hochberg adjusted p-values of the linear and the GAM
+    control, and the Holm ones of the label-bias control, each across the run's pairs."""
+    for stem in ("partial", "gam"):
+        p = part[f"p_{stem}"].to_numpy(dtype=float)
+        part[f"p_{stem}_holm"] = pg.multicomp(p, alpha=alpha, method="holm")[1]
+        part[f"p_{stem}_bh"] = pg.multicomp(p, alpha=alpha, method="fdr_bh")[1]
+    p = part["p_partial_bias"].to_numpy(dtype=float)
+    part["p_partial_bias_holm"] = pg.multicomp(p, alpha=alpha, method="holm")[1]
+    return part
+
+
+def _with_primary(part: pd.DataFrame, method: str) -> pd.DataFrame:
+    """``part`` with ``method`` and its columns under the names ``*_primary``."""
+    stem = "partial" if method == "linear" else "gam"
+    part["method"] = method
+    part["r_primary"] = part[f"r_{stem}"]
+    part["p_primary"] = part[f"p_{stem}"]
+    part["p_primary_holm"] = part[f"p_{stem}_holm"]
+    part["p_primary_bh"] = part[f"p_{stem}_bh"]
+    return part
+
+
+def _boot_summaries(r_boot: np.ndarray, point: np.ndarray) -> list[dict[str, Any]]:
+    """Each pair's bootstrap summary (:func:`~shiftwork.trajectory.bootstrap.summarise`) around its
+    point estimate; a pair whose point estimate is NaN gets none of the resamples."""
+    return [
+        boot.summarise(r_boot[:, k] if np.isfinite(point[k]) else np.array([]), point[k]) for k in range(len(point))
+    ]
 
 
 # --------------------------------------------------------------------------- summary

@@ -11,7 +11,7 @@ import json
 import math
 import os
 import shutil
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -90,32 +90,15 @@ def finetune(
     ``settings`` is a run's ``finetune`` section with its schedule in steps
     (:func:`shiftwork.config.finetune_schedule`); ``seed`` draws the ``n_train`` examples and
     seeds the Trainer. Returns the checkpoint steps. The directory appears complete or not at all."""
-    from transformers import Trainer, TrainingArguments, set_seed
+    from transformers import TrainingArguments, set_seed
 
     set_seed(seed)
     out = Path(out_dir)
     device = pick_device()
     method = settings["method"]
     model, tok, _ = load_trainable(model_dir, out, dtype=training_dtype(settings["dtype"], method == "lora", device))
-    if method == "lora":
-        from peft import LoraConfig, get_peft_model
-
-        lora = settings["lora"]
-        model = get_peft_model(
-            model,
-            LoraConfig(
-                r=int(lora["r"]),
-                lora_alpha=int(lora["alpha"]),
-                lora_dropout=float(lora["dropout"]),
-                target_modules=list(lora["target_modules"]),
-                task_type="CAUSAL_LM",
-            ),
-        )
-    elif method != "full":
-        raise ValueError(f"finetune method must be 'lora' or 'full', got {method!r}")
-    n_train = int(settings.get("n_train", len(train)))
-    train = train.sample(n=min(n_train, len(train)), random_state=seed).reset_index(drop=True)
-    examples = training_examples(tok, train, int(settings["max_length"]), pattern, verbalisers)
+    model = _adapted(model, settings)
+    examples = training_examples(tok, _drawn(train, settings, seed), int(settings["max_length"]), pattern, verbalisers)
     steps = int(settings["steps"])
     every = int(settings["checkpoint_every"])
     # the work folder beside the output keeps the Trainer's resumable state and the checkpoints
@@ -133,35 +116,10 @@ def finetune(
     )
     tmp = resume.staged(work, resume.step_of(resume_from) if resume_from else None)
     args = TrainingArguments(**trainer_arguments(settings, work / resume.TRAINER_DIR, seed, device.type))
-
-    def save(step: int) -> None:
-        target = tmp / f"checkpoint-{step}"
-        model.save_pretrained(target)
-        (target / CHECKPOINT_INFO).write_text(
-            json.dumps({"step": step, "method": method, "base_model": str(model_dir)})
-        )
-
-    from transformers import TrainerCallback
-
-    class SaveAt(TrainerCallback):
-        def on_step_end(self, args, state, control, **kwargs):
-            if state.global_step % every == 0 or state.global_step == steps:
-                save(state.global_step)
-
+    save = _saver(model, tmp, {"method": method, "base_model": str(model_dir)})
     if resume_from is None:
         save(0)
-
-    class PatternTrainer(Trainer):
-        def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
-            return verbaliser_loss(model, inputs)
-
-    trainer = PatternTrainer(
-        model=model,
-        args=args,
-        train_dataset=examples,
-        data_collator=PadCollator(tok.pad_token_id),
-        callbacks=[SaveAt()],
-    )
+    trainer = _pattern_trainer(model, args, examples, PadCollator(tok.pad_token_id), _save_at(save, every, steps))
     report_training(trainer, "finetune")
     trainer.train(resume_from_checkpoint=str(resume_from) if resume_from else None)
     history = [h for h in trainer.state.log_history if "loss" in h]
@@ -171,6 +129,70 @@ def finetune(
     os.replace(tmp, out)
     resume.finish(work)
     return checkpoint_steps(steps, every)
+
+
+def _adapted(model: torch.nn.Module, settings: Mapping[str, Any]) -> torch.nn.Module:
+    """``model`` with LoRA adapters (``method: lora``, through peft) or as it is (``method: full``)."""
+    method = settings["method"]
+    if method == "lora":
+        from peft import LoraConfig, get_peft_model
+
+        lora = settings["lora"]
+        return get_peft_model(
+            model,
+            LoraConfig(
+                r=int(lora["r"]),
+                lora_alpha=int(lora["alpha"]),
+                lora_dropout=float(lora["dropout"]),
+                target_modules=list(lora["target_modules"]),
+                task_type="CAUSAL_LM",
+            ),
+        )
+    if method != "full":
+        raise ValueError(f"finetune method must be 'lora' or 'full', got {method!r}")
+    return model
+
+
+def _drawn(train: pd.DataFrame, settings: Mapping[str, Any], seed: int) -> pd.DataFrame:
+    """The ``n_train`` training examples (all of ``train`` when absent or larger) drawn with ``seed``."""
+    n_train = int(settings.get("n_train", len(train)))
+    return train.sample(n=min(n_train, len(train)), random_state=seed).reset_index(drop=True)
+
+
+def _saver(model: torch.nn.Module, folder: Path, info: Mapping[str, str]) -> Callable[[int], None]:
+    """Saves ``model`` as ``folder/checkpoint-<step>``, with its step and ``info`` (method, base model)."""
+
+    def save(step: int) -> None:
+        target = folder / f"checkpoint-{step}"
+        model.save_pretrained(target)
+        (target / CHECKPOINT_INFO).write_text(json.dumps({"step": step, **info}))
+
+    return save
+
+
+def _save_at(save: Callable[[int], None], every: int, steps: int):
+    """The Trainer callback that saves a checkpoint every ``every`` steps and at the last, ``steps``."""
+    from transformers import TrainerCallback
+
+    class SaveAt(TrainerCallback):
+        def on_step_end(self, args, state, control, **kwargs):
+            if state.global_step % every == 0 or state.global_step == steps:
+                save(state.global_step)
+
+    return SaveAt()
+
+
+def _pattern_trainer(
+    model: torch.nn.Module, args, examples: list[dict[str, list[int]]], collator: PadCollator, callback
+):
+    """A Hugging Face Trainer whose loss is :func:`verbaliser_loss`."""
+    from transformers import Trainer
+
+    class PatternTrainer(Trainer):
+        def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+            return verbaliser_loss(model, inputs)
+
+    return PatternTrainer(model=model, args=args, train_dataset=examples, data_collator=collator, callbacks=[callback])
 
 
 def trainer_arguments(settings: Mapping[str, Any], output_dir: Path, seed: int, device_type: str) -> dict[str, Any]:

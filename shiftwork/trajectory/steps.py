@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +13,7 @@ import pandas as pd
 from shiftwork.logs import LOGGER
 from shiftwork.provenance import make_provenance
 from shiftwork.tables import read_table, write_table, write_text
+from shiftwork.trajectory.sections import AnalysisSettings
 from shiftwork.trajectory.suite import suite_stats
 from shiftwork.trajectory.tasks import build_suite
 
@@ -40,6 +42,18 @@ def finetune_model(
     LOGGER.info("fine-tuned in %.1f s; checkpoints at steps %s", time.perf_counter() - start, steps)
 
 
+@dataclass(frozen=True)
+class EvalOptions:
+    """How a checkpoint answers the suite's test sets: each example in the suite's ``pattern``, its
+    label read through the suite's ``verbalisers``; ``batch_size`` examples a batch
+    (``trajectory.eval_batch_size``), weights in ``dtype`` (``trajectory.eval_dtype``)."""
+
+    pattern: str
+    verbalisers: Mapping[str, str]
+    batch_size: int
+    dtype: str = "auto"
+
+
 def evaluate_checkpoint(
     base_dir: str,
     checkpoint: Mapping[str, Any],
@@ -48,25 +62,29 @@ def evaluate_checkpoint(
     model: str,
     step: int,
     out: str,
-    batch_size: int,
-    pattern: str,
-    verbalisers: Mapping[str, str],
-    dtype: str = "auto",
+    options: EvalOptions,
 ) -> None:
-    """Per-example predictions of one checkpoint on every test set of the suite, each example in
-    the suite's ``pattern`` and read through its ``verbalisers``."""
+    """Per-example predictions of one checkpoint (of run ``run`` of ``model``, at ``step``) on every
+    test set of the suite, as ``options`` say."""
     from shiftwork.models.checkpoints import load_checkpoint
     from shiftwork.trajectory.evaluate import accuracy_table, predict
 
     suite = read_table(suite_path, ["example_id", "split", "set", "premise", "hypothesis", "label"])
     tests = suite[suite["split"] == "test"]
     start = time.perf_counter()
-    net, tok, device = load_checkpoint(base_dir, checkpoint, dtype)
-    preds = predict(net, tok, device, tests, batch_size, pattern, verbalisers, what=f"evaluate step {step}")
+    net, tok, device = load_checkpoint(base_dir, checkpoint, options.dtype)
+    preds = predict(
+        net, tok, device, tests, options.batch_size, options.pattern, options.verbalisers, what=f"evaluate step {step}"
+    )
     preds.insert(0, "step", int(step))
     preds.insert(0, "run", run)
     preds.insert(0, "model", model)
-    settings = {"checkpoint": dict(checkpoint), "step": int(step), "pattern": pattern, "verbalisers": dict(verbalisers)}
+    settings = {
+        "checkpoint": dict(checkpoint),
+        "step": int(step),
+        "pattern": options.pattern,
+        "verbalisers": dict(options.verbalisers),
+    }
     write_table(preds, out, make_provenance("evaluate", settings, model=model))
     acc = accuracy_table(preds)
     LOGGER.info("step %s on %s in %.1f s:\n%s", step, device, time.perf_counter() - start, acc.to_string(index=False))
@@ -110,56 +128,63 @@ def collect_scores(
 def analyse_trajectory(
     scores_path: str,
     items_path: str,
-    settings: Mapping[str, Any],
+    analysis: AnalysisSettings,
     outputs: Mapping[str, str],
     figure_dir: str,
 ) -> None:
-    """Pairs, summary, label bias, report and figures of the trajectory study.
+    """Pairs, summary, label bias, seed summary, report and figures of the trajectory study.
 
-    ``settings`` is the config block ``trajectory.analysis`` (``alpha``, ``spline_df``,
-    ``method``, ``gam_df``, ``bootstrap: {resamples, seed}``); ``outputs`` maps ``pairs``,
-    ``summary``, ``label_bias`` and ``report`` to their paths.
+    ``analysis`` is config ``trajectory.analysis``; ``outputs`` maps ``pairs``, ``summary``,
+    ``label_bias``, ``seeds`` and ``report`` to their paths.
     """
-    from shiftwork.reports.tables import to_markdown
-    from shiftwork.trajectory.analysis import label_bias, pair_table, summary
-    from shiftwork.trajectory.report import METHOD_TITLES, curve_plot, heatmap
+    from shiftwork.trajectory.analysis import PairOptions, label_bias, pair_table, summary
 
     scores = read_table(scores_path)
     items = read_table(items_path)
-    alpha = settings["alpha"]
-    method = settings["method"]
     bias = label_bias(items)
     start = time.perf_counter()
-    pairs = pair_table(
-        scores,
-        alpha=alpha,
-        df=settings["spline_df"],
-        method=method,
-        gam_df=settings["gam_df"],
-        items=items,
-        bias=bias,
-        resamples=settings["bootstrap"]["resamples"],
-        seed=settings["bootstrap"]["seed"],
-        together=settings["bootstrap"]["together"],
-    )
+    pairs = pair_table(scores, PairOptions.of(analysis), items=items, bias=bias)
     LOGGER.info(
         "pair table (%s, %d resamples) in %.1f s",
-        method,
-        settings["bootstrap"]["resamples"],
+        analysis.method,
+        analysis.boot.resamples,
         time.perf_counter() - start,
     )
     summ = summary(pairs)
-    prov = make_provenance("analyse_trajectory", dict(settings))
+    prov = make_provenance("analyse_trajectory", analysis.as_dict())
     write_table(pairs, outputs["pairs"], prov)
     write_table(summ, outputs["summary"], prov)
     write_table(bias, outputs["label_bias"], prov)
     seeds = seed_summary(scores, pairs)
     write_table(seeds, outputs["seeds"], prov)
-    figs = Path(figure_dir)
+    _analysis_figures(scores, pairs, Path(figure_dir))
+    write_text(_analysis_report(scores, bias, pairs, summ, seeds, analysis), outputs["report"])
+
+
+def _analysis_figures(scores: pd.DataFrame, pairs: pd.DataFrame, figs: Path) -> None:
+    """Each run's heatmap of partial correlations and the accuracy curves of every run."""
+    from shiftwork.trajectory.report import curve_plot, heatmap
+
     figs.mkdir(parents=True, exist_ok=True)
     for run in sorted(scores["run"].unique()):
         heatmap(pairs, run, figs / f"partial_{run}.png", figs / f"partial_{run}.svg")
     curve_plot(scores, figs / "curves.png", figs / "curves.svg")
+
+
+def _analysis_report(
+    scores: pd.DataFrame,
+    bias: pd.DataFrame,
+    pairs: pd.DataFrame,
+    summ: pd.DataFrame,
+    seeds: pd.DataFrame,
+    analysis: AnalysisSettings,
+) -> str:
+    """The study's Markdown report: accuracy curves, label bias, the OOD pairs, their shares by
+    sign and the pairs over seeds."""
+    from shiftwork.reports.tables import to_markdown
+    from shiftwork.trajectory.report import METHOD_TITLES
+
+    method, alpha = analysis.method, analysis.alpha
     curves = scores.pivot_table(index=["run", "step"], columns="testset", values="accuracy").reset_index()
     shown = ["model", "run", "ood_a", "ood_b", "n", "r_raw", "r_primary", "p_primary_holm"]
     shown += ["boot_sign_share", "r_partial_bias", "sign"]
@@ -177,7 +202,7 @@ def analyse_trajectory(
         f"## OOD pairs: partial correlation controlling ID accuracy, primary method {method}",
         "",
         f"ID removed by {METHOD_TITLES[method]}. p_primary_holm: Holm-adjusted within the run. "
-        f"boot_sign_share: share of {settings['bootstrap']['resamples']} item-bootstrap resamples with the sign "
+        f"boot_sign_share: share of {analysis.boot.resamples} item-bootstrap resamples with the sign "
         "of r_primary. r_partial_bias: linear partial correlation controlling ID accuracy and label bias.",
         "",
         to_markdown(pairs[shown]),
@@ -191,7 +216,7 @@ def analyse_trajectory(
         "",
         to_markdown(seeds),
     ]
-    write_text("\n".join(text) + "\n", outputs["report"])
+    return "\n".join(text) + "\n"
 
 
 def seed_summary(scores: pd.DataFrame, pairs: pd.DataFrame) -> pd.DataFrame:

@@ -1,0 +1,38 @@
+"""The trajectory study's typed settings: one frozen object per config section (:mod:`shiftwork.settings`)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from shiftwork.settings import Section
+
+
+@dataclass(frozen=True)
+class BootstrapSettings(Section, section=("trajectory", "analysis", "bootstrap")):
+    """The item bootstrap of the primary partial correlations: ``resamples`` resamples (0: none)
+    from generator seed ``seed``; the test sets of each ``together`` group share their draws."""
+
+    resamples: int
+    seed: int
+    together: Sequence[Sequence[str]]
+
+
+@dataclass(frozen=True)
+class AnalysisSettings(Section, section=("trajectory", "analysis"), exclude=("windows",)):
+    """The pair analysis of rule analyse_trajectory: significance level ``alpha``, the spline
+    control's ``spline_df``, the primary ``method`` and the GAM's ``gam_df``; ``bootstrap`` is its
+    subsection as given (:attr:`boot` reads it). ``windows`` is left to the rules, which add the
+    early/late window table of rule plot_trajectory when it is on."""
+
+    alpha: float
+    spline_df: int
+    method: str
+    gam_df: int
+    bootstrap: Mapping[str, Any]
+
+    @property
+    def boot(self) -> BootstrapSettings:
+        """The ``bootstrap`` subsection as its settings."""
+        return BootstrapSettings.from_config(self.bootstrap)
