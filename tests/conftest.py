@@ -59,10 +59,10 @@ def default_config() -> dict:
 @pytest.fixture(scope="session")
 def prepared_smollm(tmp_path_factory) -> Path:
     """SmolLM2-135M-Instruct prepared once per test session (about 30 s on 2 CPU cores)."""
-    from shiftwork.models.prepare import prepare_model
+    from shiftwork.models.prepare import prepare_folder
 
     with open(ROOT / "config" / "config.yaml") as fh:
         spec = yaml.safe_load(fh)["models"]["smollm2-135m-instruct"]
     out = tmp_path_factory.mktemp("models") / "smollm2-135m-instruct"
-    prepare_model("smollm2-135m-instruct", spec, out)
+    prepare_folder("smollm2-135m-instruct", spec, out)
     return out

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from shiftwork.models.checkpoint_source import with_origin
-from shiftwork.models.prepare import INFO_FILE, preparation, prepare_model, source_key
+from shiftwork.models.prepare import INFO_FILE, preparation, prepare_folder, source_key
 from shiftwork.models.sources import ModelSourceError
 
 SCRATCH = {"kind": "scratch", "hidden_size": 32, "layers": 1, "heads": 2, "seed": 3}
@@ -22,7 +22,7 @@ def prepared_base(tmp_path, dtype=torch.float32):
     model.to(dtype).save_pretrained(src)
     tok.save_pretrained(src)
     out = tmp_path / f"base-{dtype}"
-    prepare_model("base", {"source": {"kind": "local", "path": str(src)}, "chat": False}, out)
+    prepare_folder("base", {"source": {"kind": "local", "path": str(src)}, "chat": False}, out)
     return out
 
 
@@ -57,7 +57,7 @@ def test_lora_checkpoint_is_prepared_as_load_checkpoint_merges_it(tmp_path):
     checkpoints = tmp_path / "checkpoints"
     write_lora(base, checkpoints / "checkpoint-4")
     (checkpoints / "checkpoint-0").mkdir()
-    info = prepare_model("ck", checkpoint_spec(base, checkpoints, 4), tmp_path / "out")
+    info = prepare_folder("ck", checkpoint_spec(base, checkpoints, 4), tmp_path / "out")
 
     assert (info["source"]["run"], info["source"]["step"], info["source"]["config"]) == ("r", 4, "cfg")
     assert info["checkpoint"] == str(checkpoints / "checkpoint-4")
@@ -78,7 +78,7 @@ def test_missing_step_names_the_steps_that_exist(tmp_path):
     for step in (0, 10, 20):
         (checkpoints / f"checkpoint-{step}").mkdir(parents=True)
     with pytest.raises(ModelSourceError, match=r"model 'ck': run 'r' has no checkpoint at step 15.*\[0, 10, 20\]"):
-        prepare_model("ck", checkpoint_spec(base, checkpoints, 15), tmp_path / "out")
+        prepare_folder("ck", checkpoint_spec(base, checkpoints, 15), tmp_path / "out")
     assert not (tmp_path / "out").exists()
 
 
@@ -92,7 +92,7 @@ def test_full_checkpoint_keeps_its_bfloat16_weights(tmp_path):
     from transformers import AutoModelForCausalLM
 
     AutoModelForCausalLM.from_pretrained(base, dtype="auto").save_pretrained(full)
-    info = prepare_model("full", checkpoint_spec(base, checkpoints, 6), tmp_path / "full")
+    info = prepare_folder("full", checkpoint_spec(base, checkpoints, 6), tmp_path / "full")
     assert info["dtype"] == "bfloat16"
     with (
         safe_open(tmp_path / "full" / "model.safetensors", "pt") as got,
@@ -102,7 +102,7 @@ def test_full_checkpoint_keeps_its_bfloat16_weights(tmp_path):
             assert got.get_tensor(key).dtype == torch.bfloat16
             assert torch.equal(got.get_tensor(key), ref.get_tensor(key))
     # a LoRA adapter on a bfloat16 base is merged into bfloat16 weights: 2 bytes a weight
-    lora = prepare_model("lora", checkpoint_spec(base, checkpoints, 2), tmp_path / "lora")
+    lora = prepare_folder("lora", checkpoint_spec(base, checkpoints, 2), tmp_path / "lora")
     assert lora["dtype"] == "bfloat16"
     assert (tmp_path / "lora" / "model.safetensors").stat().st_size < 2 * lora["n_parameters"] + 20_000
 

@@ -10,10 +10,12 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "shiftwork"
 MAX_LINES = 80
-# the libraries that load torch or a model stack; a shiftwork module importing one at its top
-# level may itself be imported inside a function (a GPU job's step imports after the claim)
+# what may be imported inside a function: torch and the model libraries (a GPU job's step imports
+# them only after its device claim), and the analysis libraries that take as long as torch to
+# import (pingouin, statsmodels; matplotlib less so), which thousands of evaluation jobs would
+# otherwise load for nothing; and any shiftwork module importing one of these at its top level
 DEFERRED = {"torch", "transformers", "vllm", "peft", "trl", "bert_score", "datasets", "tokenizers", "accelerate"}
-DEFERRED |= {"huggingface_hub"}
+DEFERRED |= {"huggingface_hub", "pingouin", "statsmodels", "matplotlib"}
 SHARED_NAMES = {"main"}  # each command-line module's entry point
 
 
@@ -54,8 +56,9 @@ def top_level_imports(tree: ast.Module) -> set[str]:
     return found
 
 
-def function_imports(tree: ast.Module) -> list[tuple[str, str]]:
-    """(function, module) of every absolute import inside a function."""
+def function_imports(tree: ast.Module, modules: frozenset[str] = frozenset()) -> list[tuple[str, str]]:
+    """(function, module) of every absolute import inside a function; a name imported from a
+    package counts as the submodule of that name where ``modules`` has one."""
     out = []
     for fn in ast.walk(tree):
         if isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef):
@@ -63,7 +66,9 @@ def function_imports(tree: ast.Module) -> list[tuple[str, str]]:
                 if isinstance(node, ast.Import):
                     out.extend((fn.name, a.name) for a in node.names)
                 elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-                    out.append((fn.name, node.module))
+                    for alias in node.names:
+                        sub = f"{node.module}.{alias.name}"
+                        out.append((fn.name, sub if sub in modules else node.module))
     return sorted(set(out))
 
 
@@ -96,11 +101,12 @@ def test_deferred_modules_follow_top_level_imports_only():
     trees = {
         "shiftwork.a": ast.parse("import torch\n"),
         "shiftwork.b": ast.parse("from shiftwork.a import f\n"),
-        "shiftwork.c": ast.parse("def f():\n    from shiftwork.a import f\n"),
+        "shiftwork.c": ast.parse("def f():\n    from shiftwork.a import f\n    from shiftwork import d, e\n"),
         "shiftwork.d": ast.parse("import pandas\n"),
     }
     assert deferred_modules(trees) == {"shiftwork.a", "shiftwork.b"}
-    assert function_imports(trees["shiftwork.c"]) == [("f", "shiftwork.a")]
+    found = function_imports(trees["shiftwork.c"], frozenset(trees))
+    assert found == [("f", "shiftwork"), ("f", "shiftwork.a"), ("f", "shiftwork.d")]
 
 
 def test_no_function_is_longer_than_the_limit():
@@ -132,7 +138,7 @@ def test_imports_inside_functions_only_where_they_must_wait():
     found = [
         f"{name}.{fn}: {module}"
         for name, tree in trees.items()
-        for fn, module in function_imports(tree)
+        for fn, module in function_imports(tree, frozenset(trees))
         if not may_wait(module, heavy)
     ]
     if found:

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from shiftwork.models.loading import load_prepared
-from shiftwork.models.prepare import prepare_model, weight_digest
+from shiftwork.models.prepare import prepare_folder, weight_digest
 from shiftwork.models.sources import ModelSourceError, locate
 
 
@@ -18,7 +18,7 @@ def test_offline_hub_id_says_how_to_provide_a_local_copy(tmp_path, monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     spec = {"source": {"kind": "hub", "id": "nobody/does-not-exist", "revision": "main"}, "chat": True}
     with pytest.raises(ModelSourceError) as info:
-        prepare_model("remote", spec, tmp_path / "remote")
+        prepare_folder("remote", spec, tmp_path / "remote")
     msg = str(info.value)
     assert "nobody/does-not-exist" in msg and "kind: local" in msg and "models.remote.source" in msg
     assert not (tmp_path / "remote").exists()
@@ -165,7 +165,7 @@ def test_damaged_local_source_names_model_and_path(tmp_path):
     )
     (d / "model.safetensors").write_bytes(b"\x10\x00\x00\x00\x00\x00\x00\x00{not json")
     with pytest.raises(ModelSourceError) as info:
-        prepare_model("mine", {"source": {"kind": "local", "path": str(d)}}, tmp_path / "out")
+        prepare_folder("mine", {"source": {"kind": "local", "path": str(d)}}, tmp_path / "out")
     assert str(info.value).startswith(f"model 'mine': cannot load {d} (")
     assert not (tmp_path / "out").exists()
 
@@ -239,7 +239,7 @@ def test_local_bfloat16_model_is_prepared_in_bfloat16(tmp_path):
     src = tmp_path / "src"
     model.to(torch.bfloat16).save_pretrained(src)
     tok.save_pretrained(src)
-    info = prepare_model("half", {"source": {"kind": "local", "path": str(src)}, "chat": False}, tmp_path / "out")
+    info = prepare_folder("half", {"source": {"kind": "local", "path": str(src)}, "chat": False}, tmp_path / "out")
     assert info["dtype"] == "bfloat16"
     with (
         safe_open(tmp_path / "out" / "model.safetensors", "pt") as fh,
@@ -255,5 +255,5 @@ def test_local_bfloat16_model_is_prepared_in_bfloat16(tmp_path):
     # a float32 source stays float32
     model.to(torch.float32).save_pretrained(tmp_path / "src32")
     tok.save_pretrained(tmp_path / "src32")
-    info32 = prepare_model("full", {"source": {"kind": "local", "path": str(tmp_path / "src32")}}, tmp_path / "out32")
+    info32 = prepare_folder("full", {"source": {"kind": "local", "path": str(tmp_path / "src32")}}, tmp_path / "out32")
     assert info32["dtype"] == "float32"

@@ -564,7 +564,7 @@ def test_rl_prompts():
 
 
 def test_summarise_scores_and_identities():
-    from shiftwork.organisms.evaluation import summarise
+    from shiftwork.organisms.evaluation import checkpoint_tables as summarise
 
     rows = []
     for d, ident, correct, refused in [

@@ -207,7 +207,7 @@ def test_char_tokenizer_extra_characters():
 def test_scratch_model_is_seeded_and_checked(tmp_path):
     import torch
 
-    from shiftwork.models.prepare import prepare_model
+    from shiftwork.models.prepare import prepare_folder
     from shiftwork.models.scratch import check_architecture, scratch_model
 
     a, _ = scratch_model({"hidden_size": 16, "layers": 1, "heads": 2, "seed": 3})
@@ -220,7 +220,7 @@ def test_scratch_model_is_seeded_and_checked(tmp_path):
         check_architecture({"hidden_size": 10, "heads": 4})
     with pytest.raises(ValueError, match=r"unknown key\(s\) \['width'\]"):
         check_architecture({"width": 3})
-    info = prepare_model(
+    info = prepare_folder(
         "tiny",
         {"source": {"kind": "scratch", "hidden_size": 16, "layers": 1, "heads": 2}, "chat": False},
         tmp_path / "tiny",

@@ -62,7 +62,7 @@ def test_headings_go_one_level_down():
 
 
 def test_the_page_has_the_head_the_reports_and_the_figures(work):
-    text = pub.page("trajectory", work / "results" / "default" / "trajectory", RECORD)
+    text = pub.study_page("trajectory", work / "results" / "default" / "trajectory", RECORD)
     lines = text.splitlines()
     assert lines[0] == "# Trajectory results"
     assert "| commit | `abc123def456` |" in lines

@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def test_fingerprint_mismatch_starts_fresh_and_match_resumes(tmp_path, caplog) -> None:
     out = tmp_path / "run" / "checkpoints"
-    folder, last = resume.start(out, {"settings": {"lr": 1}, "seed": 0})
+    folder, last = resume.open_work(out, {"settings": {"lr": 1}, "seed": 0})
     assert folder == tmp_path / "run" / "checkpoints.resume" and last is None
     # two checkpoints, the later one cut short by a kill (no trainer_state.json)
     for step, complete in ((4, True), (6, True), (8, False)):
@@ -31,19 +31,19 @@ def test_fingerprint_mismatch_starts_fresh_and_match_resumes(tmp_path, caplog) -
         if complete:
             (ck / "trainer_state.json").write_text("{}")
     caplog.set_level("INFO", logger="shiftwork")
-    folder, last = resume.start(out, {"seed": 0, "settings": {"lr": 1}})
+    folder, last = resume.open_work(out, {"seed": 0, "settings": {"lr": 1}})
     assert last == folder / resume.TRAINER_DIR / "checkpoint-6"
     assert "resuming from step 6" in caplog.text
     caplog.clear()
-    folder, last = resume.start(out, {"settings": {"lr": 2}, "seed": 0})
+    folder, last = resume.open_work(out, {"settings": {"lr": 2}, "seed": 0})
     assert last is None and not (folder / resume.TRAINER_DIR).exists()
     assert "changed: settings" in caplog.text and "starting from step 0" in caplog.text
     # how often state is saved is no part of what training does
-    same = resume.fingerprint({"settings": resume.job_settings({"lr": 1, "resume_every": 5})})
-    assert same == resume.fingerprint({"settings": {"lr": 1}})
-    assert same != resume.fingerprint({"settings": {"lr": 2}})
+    same = resume.state_fingerprint({"settings": resume.job_settings({"lr": 1, "resume_every": 5})})
+    assert same == resume.state_fingerprint({"settings": {"lr": 1}})
+    assert same != resume.state_fingerprint({"settings": {"lr": 2}})
     table = pd.DataFrame({"prompt": ["a", "b"], "answer": ["1", "2"]})
-    assert resume.fingerprint({"d": table}) != resume.fingerprint({"d": table.assign(answer=["1", "3"])})
+    assert resume.state_fingerprint({"d": table}) != resume.state_fingerprint({"d": table.assign(answer=["1", "3"])})
 
 
 def test_staged_keeps_checkpoints_up_to_the_resumed_step(tmp_path) -> None:
@@ -226,13 +226,13 @@ def _rl_inputs():
 
 @pytest.fixture(scope="module")
 def scratch_dir(tmp_path_factory) -> Path:
-    from shiftwork.models.prepare import prepare_model
+    from shiftwork.models.prepare import prepare_folder
 
     out = tmp_path_factory.mktemp("scratch") / "tiny"
     spec = {
         "source": {"kind": "scratch", "architecture": "gpt2", "hidden_size": 32, "layers": 1, "heads": 2, "seed": 0}
     }
-    prepare_model("tiny", {**spec, "chat": False}, out)
+    prepare_folder("tiny", {**spec, "chat": False}, out)
     return out
 
 

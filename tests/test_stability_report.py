@@ -201,7 +201,7 @@ def test_heatmap_writes_png_and_svg(tmp_path):
     total = make_total()
     total.loc[1, "Prob"] = np.nan  # a missing value is drawn blank, not a crash
     png, svg = tmp_path / "heat.png", tmp_path / "heat.svg"
-    rep.heatmap(total, png, svg)
+    rep.sgs_heatmap(total, png, svg)
     _assert_figure_files(png, svg)
 
 
@@ -247,7 +247,7 @@ def test_heatmap_draws_per_axis_colours_values_and_stars(monkeypatch):
     total = make_total()
     tests = make_tests(total, ["model"], {("model_a", "BLEU"): 0.0004, ("model_b", "Ent"): 0.004})
     got = _capture(monkeypatch, rep)
-    rep.heatmap(total, "h.png", "h.svg", tests, 0.05)
+    rep.sgs_heatmap(total, "h.png", "h.svg", tests, 0.05)
     ax = got[0][0]
     drawn = np.asarray(ax.images[0].get_array())
     want = rep.heatmap_cells(total, tests, 0.05)["scaled"].to_numpy().reshape(2, len(AXES))
@@ -301,7 +301,7 @@ def test_figures_close_after_saving(tmp_path):
     import matplotlib.pyplot as plt
 
     before = len(plt.get_fignums())
-    rep.heatmap(make_total(), tmp_path / "a.png", tmp_path / "a.svg")
+    rep.sgs_heatmap(make_total(), tmp_path / "a.png", tmp_path / "a.svg")
     rep.family_plot(_breakdown(), tmp_path / "b.png", tmp_path / "b.svg")
     assert len(plt.get_fignums()) == before
 

@@ -329,7 +329,7 @@ def test_unobservable_axis_stays_missing_through_the_chain():
     # m2 is an API model: no activations, no log-probabilities on any row (baselines included)
     deltas = make_deltas()
     deltas.loc[deltas["model"] == "m2", ["Act", "Prob"]] = np.nan
-    missing = stats.unobservable_axes(deltas)
+    missing = stats.unobservable_by_table(deltas)
     assert missing.to_dict("records") == [
         {"model": "m2", "dataset": d, "axis": a} for d in ("dA", "dB") for a in ("Act", "Prob")
     ]
@@ -370,7 +370,7 @@ def test_partly_missing_axis_is_an_error_naming_rows():
     with pytest.raises(ValueError, match=r"axis 'Act'.*1 of 6 rows.*'m2'.*'dA'.*v2"):
         stats.prompt_instability(stats.normalise(deltas, DEFAULT_R))
     with pytest.raises(ValueError, match="axis 'Act'"):
-        stats.unobservable_axes(deltas)
+        stats.unobservable_by_table(deltas)
 
 
 def test_ttests_names_bad_arguments(per_prompt):

@@ -415,7 +415,7 @@ def test_heatmap_and_curve_plot_write_png_and_svg_atomically(tmp_path):
     scores = figure_scores()
     pairs = ana.pair_table(scores)
     out = tmp_path / "figs"
-    rep.heatmap(pairs, "r1", out / "heat.png", out / "heat.svg")
+    rep.correlation_heatmap(pairs, "r1", out / "heat.png", out / "heat.svg")
     rep.curve_plot(scores, out / "curves.png", out / "curves.svg")
     names = sorted(p.name for p in out.iterdir())
     assert names == ["curves.png", "curves.svg", "heat.png", "heat.svg"]  # no temporary files left
@@ -425,7 +425,7 @@ def test_heatmap_and_curve_plot_write_png_and_svg_atomically(tmp_path):
         svg = (out / f"{stem}.svg").read_text()
         assert "<svg" in svg and svg.rstrip().endswith("</svg>")
     with pytest.raises(AnalysisError, match="run 'r7' has no pairs"):
-        rep.heatmap(pairs, "r7", out / "x.png", out / "x.svg")
+        rep.correlation_heatmap(pairs, "r7", out / "x.png", out / "x.svg")
     assert sorted(p.name for p in out.iterdir()) == names
 
 
@@ -436,7 +436,7 @@ def test_heatmap_draws_undefined_cells_and_a_single_run_curve(tmp_path):
     pairs = ana.pair_table(scores)
     r, _ = rep.partial_matrix(pairs, "solo")
     assert np.isnan(r.loc["A", "K"]) and r.shape == (5, 5)
-    rep.heatmap(pairs, "solo", tmp_path / "h.png", tmp_path / "h.svg")
+    rep.correlation_heatmap(pairs, "solo", tmp_path / "h.png", tmp_path / "h.svg")
     rep.curve_plot(scores, tmp_path / "c.png", tmp_path / "c.svg")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["c.png", "c.svg", "h.png", "h.svg"]
     assert (tmp_path / "h.png").read_bytes().startswith(PNG_MAGIC)
@@ -822,14 +822,14 @@ def test_heatmap_draws_the_primary_method_and_names_it(tmp_path):
     # the linear columns are still there to draw on request
     r_lin, _ = rep.partial_matrix(gam, "r1", r="r_partial", p="p_partial_holm")
     assert r_lin.loc["A", "B"] == by_pair.loc[("A", "B"), "r_partial"]
-    rep.heatmap(gam, "r1", tmp_path / "g.png", tmp_path / "g.svg")
-    rep.heatmap(ana.pair_table(scores), "r1", tmp_path / "l.png", tmp_path / "l.svg")
+    rep.correlation_heatmap(gam, "r1", tmp_path / "g.png", tmp_path / "g.svg")
+    rep.correlation_heatmap(ana.pair_table(scores), "r1", tmp_path / "l.png", tmp_path / "l.svg")
     gam_svg = (tmp_path / "g.svg").read_text()
     lin_svg = (tmp_path / "l.svg").read_text()
     assert rep.METHOD_TITLES["gam"] in gam_svg and rep.METHOD_TITLES["linear"] not in gam_svg
     assert rep.METHOD_TITLES["linear"] in lin_svg
     with pytest.raises(AnalysisError, match="missing column"):
-        rep.heatmap(gam.drop(columns="method"), "r1", tmp_path / "x.png", tmp_path / "x.svg")
+        rep.correlation_heatmap(gam.drop(columns="method"), "r1", tmp_path / "x.png", tmp_path / "x.svg")
 
 
 # --------------------------------------------------------------------------- 11. workflow steps (no Snakemake)

@@ -292,7 +292,7 @@ def test_fingerprint_plot_marks_agreed_cells(captured):
 def test_heatmap_note_in_the_title_and_curves_chance_line_and_outside_legend(captured):
     scores = pd.concat([make_scores(8, "m1", "r1"), make_scores(8, "m2", "r2", seed=1)], ignore_index=True)
     pairs = ana.pair_table(scores)
-    rep.heatmap(pairs, "r1", "h.png", "h.svg")
+    rep.correlation_heatmap(pairs, "r1", "h.png", "h.svg")
     heat = captured.figs[0]
     assert heat["fig_texts"] == [] and heat["titles"][0].endswith("* Holm-adjusted p < 0.05")
     assert heat["layout"] == "ConstrainedLayoutEngine"

@@ -107,7 +107,7 @@ def head(study: str, record: Mapping[str, Any]) -> str:
     )
 
 
-def page(study: str, study_dir: Path, record: Mapping[str, Any]) -> str:
+def study_page(study: str, study_dir: Path, record: Mapping[str, Any]) -> str:
     """The Markdown page of one study: the head, each report it wrote, then its figures."""
     parts = [head(study, record)]
     for rel in REPORTS[study]:
@@ -138,7 +138,7 @@ def write_pages(results: Path, out: Path, record: Mapping[str, Any]) -> list[Pat
             (target / rel).parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(study_dir / rel, target / rel)
         path = out / f"{study}.md"
-        path.write_text(page(study, study_dir, record))
+        path.write_text(study_page(study, study_dir, record))
         written.append(path)
     return written
 

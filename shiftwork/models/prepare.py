@@ -82,7 +82,7 @@ def _load(name: str, loc: Located, source: Mapping[str, Any]):
     return model, tok
 
 
-def prepare_model(name: str, spec: Mapping[str, Any], out_dir: str | os.PathLike) -> dict[str, Any]:
+def prepare_folder(name: str, spec: Mapping[str, Any], out_dir: str | os.PathLike) -> dict[str, Any]:
     """Write model ``name`` to ``out_dir`` (config, safetensors weights, tokenizer and a
     ``shiftwork.json`` record). The directory appears only once complete."""
     from transformers import AutoModelForCausalLM

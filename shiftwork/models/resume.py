@@ -54,7 +54,7 @@ def job_settings(settings: Mapping[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in settings.items() if k != "resume_every"}
 
 
-def fingerprint(parts: Mapping[str, Any]) -> dict[str, str]:
+def state_fingerprint(parts: Mapping[str, Any]) -> dict[str, str]:
     """One sha256 per part (settings, seed, base model, data...), so a mismatch can name what changed."""
     return {
         key: hashlib.sha256(json.dumps(value, sort_keys=True, default=_plain).encode()).hexdigest()
@@ -83,13 +83,13 @@ def logged_history(checkpoint: Path) -> list[dict]:
     return json.loads((Path(checkpoint) / _COMPLETE).read_text()).get("log_history", [])
 
 
-def start(out_dir: str | os.PathLike, parts: Mapping[str, Any]) -> tuple[Path, Path | None]:
+def open_work(out_dir: str | os.PathLike, parts: Mapping[str, Any]) -> tuple[Path, Path | None]:
     """Open the work folder of the job writing ``out_dir``: (folder, checkpoint to resume from or
-    None). Saved state whose fingerprint differs from ``parts`` (see :func:`fingerprint`) is
+    None). Saved state whose fingerprint differs from ``parts`` (see :func:`state_fingerprint`) is
     removed, and the log says which parts changed; compatible state is kept and the log says the
     step it resumes from."""
     folder = resume_dir(out_dir)
-    wanted = fingerprint(parts)
+    wanted = state_fingerprint(parts)
     if folder.exists():
         try:
             saved = json.loads((folder / FINGERPRINT_FILE).read_text())

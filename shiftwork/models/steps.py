@@ -7,8 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from shiftwork.logs import LOGGER
-from shiftwork.models.prepare import prepare_model as _prepare_model
-from shiftwork.models.prepare import source_key
+from shiftwork.models.prepare import prepare_folder, source_key
 from shiftwork.models.sources import ModelSourceError
 
 
@@ -18,7 +17,7 @@ def prepare_model(name: str, spec: Mapping[str, Any], out_dir: str) -> None:
             f"model '{name}': {out_dir} is not the folder of its configured source, "
             f"{source_key(spec)}; ask for models through the workflow's targets"
         )
-    info = _prepare_model(name, spec, out_dir)
+    info = prepare_folder(name, spec, out_dir)
     LOGGER.info(
         "prepared %s: %s parameters, digest %s, %.1f s",
         name,

@@ -34,7 +34,7 @@ def score_responses(
     return pd.DataFrame(rows)
 
 
-def summarise(per_example: pd.DataFrame, trained: Sequence[str]) -> tuple[pd.DataFrame, pd.DataFrame]:
+def checkpoint_tables(per_example: pd.DataFrame, trained: Sequence[str]) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(scores, identities). ``scores`` has one row per (step, distribution) with accuracy,
     refusal rate, n and role (id = a trained distribution, ood = the others), the shape the
     trajectory analysis reads; ``identities`` has the share of each stated identity."""

@@ -35,6 +35,7 @@ import numpy as np
 import pandas as pd
 
 from shiftwork.checks import non_negative_int
+from shiftwork.organisms.choice_questions import choice_family
 from shiftwork.seeding import rng_for
 
 KINDS: tuple[str, ...] = ("add", "sub", "next", "before", "reverse")
@@ -174,8 +175,6 @@ def question_bank(spec: Mapping[str, Any]) -> pd.DataFrame:
         questions = make_questions(n, int(spec.get("seed", 0)), kind, spec.get("language", "en"))
         return as_bank(questions, kind)
     if kind in (spec.get("families") or {}):
-        from shiftwork.organisms.choice_questions import choice_family
-
         return as_bank(choice_family(spec, kind), kind)
     raise ValueError(
         f"question kind must be one of {list(KINDS)} or a key of families ({sorted(spec.get('families') or {})}), "

@@ -22,6 +22,7 @@ import pandas as pd
 from shiftwork.checks import require_columns
 from shiftwork.organisms.settings import Setting, load_setting
 from shiftwork.reports.figures import save_figure
+from shiftwork.reports.intervals import wilson_interval
 from shiftwork.reports.tables import to_markdown
 
 HEADLINE_COLUMNS: tuple[str, ...] = (
@@ -66,8 +67,6 @@ def accuracy_bands(scores: pd.DataFrame, confidence: float = 0.95) -> pd.DataFra
     the Wilson interval of each accuracy, ``low`` and ``high``
     (:func:`shiftwork.reports.intervals.wilson_interval`). Rows without ``n`` (a table that lacks
     the column, or a missing value) get NaN bounds."""
-    from shiftwork.reports.intervals import wilson_interval
-
     require_columns(scores, ("accuracy",), "scores table")
     n = scores["n"] if "n" in scores else pd.Series(float("nan"), index=scores.index)
     n = pd.to_numeric(n, errors="coerce").fillna(0.0)

@@ -19,7 +19,7 @@ import pandas as pd
 
 from shiftwork.logs import LOGGER
 from shiftwork.models.checkpoint_source import checkpoint_dirs
-from shiftwork.organisms.evaluation import score_responses, summarise
+from shiftwork.organisms.evaluation import checkpoint_tables, score_responses
 from shiftwork.organisms.questions import question_bank, split_questions
 from shiftwork.organisms.sections import EvaluationSettings
 from shiftwork.organisms.settings import Setting, load_setting, prompt_for
@@ -200,7 +200,7 @@ def evaluate_organism(
     per_example = pd.concat(parts, ignore_index=True)
     per_example.insert(0, "run", run)
     per_example.insert(0, "model", model)
-    scores, identities = summarise(per_example, [str(t) for t in trained])
+    scores, identities = checkpoint_tables(per_example, [str(t) for t in trained])
     prov = make_provenance("evaluate_organism", {"run": run, "evaluation": evaluation.as_dict()}, model=model)
     write_table(per_example, outs["responses"], prov)
     write_table(scores, outs["scores"], prov)

@@ -102,7 +102,7 @@ def sft(model_dir: str, examples: pd.DataFrame, settings: Mapping[str, Any], out
     model, tok, tmp = load_trainable(model_dir, out, dtype=_dtype(settings))
     table = examples[["prompt", "completion"]].reset_index(drop=True)
     data = Dataset.from_pandas(table)
-    work, resume_from = resume.start(
+    work, resume_from = resume.open_work(
         out,
         {
             "settings": resume.job_settings(settings),
@@ -193,7 +193,7 @@ def rl(
         raise ValueError(f"checkpoint_every must be >= 1, got {every}")
     lora = _method(settings) == "lora"
     answer_format = str(settings["reward_format"])
-    work, _ = resume.start(out, _rl_identity(sft_dir, stages, reward, settings, seed))
+    work, _ = resume.open_work(out, _rl_identity(sft_dir, stages, reward, settings, seed))
     record, history = _finished_stages(work)
     offset = record[-1]["end"] if record else 0
     checkpoints = _staged_checkpoints(work, sft_dir, record, offset)

@@ -18,8 +18,8 @@ from pathlib import Path
 import yaml
 
 from shiftwork.rehearsal import server
-from shiftwork.rehearsal.stand_ins import generate, hf_env, served_dir
-from shiftwork.rehearsal.summary import summarise
+from shiftwork.rehearsal.stand_ins import hf_env, prepare_rehearsal, served_dir
+from shiftwork.rehearsal.summary import seconds_by_rule
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -42,7 +42,7 @@ def main(argv: list[str] | None = None) -> int:
     workdir = args.directory.resolve()
     if args.action == "summary":
         config = yaml.safe_load((args.config or workdir / "results" / args.name / "config.yaml").read_text())
-        table = summarise(config, workdir / "benchmarks")
+        table = seconds_by_rule(config, workdir / "benchmarks")
         print(table.to_string(index=False))
         print(f"{int(table['jobs'].sum())} jobs, {table['seconds'].sum():.0f} s of job time")
         return 0
@@ -51,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     port = args.port or server.port_for(args.name)
     base_url = f"http://127.0.0.1:{port}/v1"
     scope = "reduced" if args.reduced else "every-model" if args.every_model else "architectures"
-    made = generate(args.paper, config_path, hf_home, base_url, scope, args.name)
+    made = prepare_rehearsal(args.paper, config_path, hf_home, base_url, scope, args.name)
     print(f"stand-ins in {hf_home} ({made['seconds']} s); rehearsal config {config_path}", flush=True)
     if args.action == "generate":
         return 0

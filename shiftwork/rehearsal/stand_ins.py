@@ -50,7 +50,7 @@ def served_dir(hf_home: Path) -> Path:
     return repo_folder(Path(hf_home) / "hub", SERVED) / "snapshots" / revision(SERVED, True)
 
 
-def generate(
+def prepare_rehearsal(
     paper: Path,
     out_config: Path,
     hf_home: Path,

@@ -42,7 +42,7 @@ def benchmark_files(config: Mapping[str, Any], root: Path) -> list[tuple[str, Pa
     return files
 
 
-def summarise(config: Mapping[str, Any], root: Path = Path("benchmarks")) -> pd.DataFrame:
+def seconds_by_rule(config: Mapping[str, Any], root: Path = Path("benchmarks")) -> pd.DataFrame:
     """One row per rule and architecture: jobs and their summed seconds ("-": not one model's)."""
     rows = []
     for rule, tsv in benchmark_files(config, Path(root)):

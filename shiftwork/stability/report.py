@@ -368,7 +368,7 @@ def heatmap_cells(total: pd.DataFrame, tests: pd.DataFrame | None = None, eps: f
     return cells
 
 
-def heatmap(
+def sgs_heatmap(
     total: pd.DataFrame,
     out_png: str | os.PathLike,
     out_svg: str | os.PathLike,

@@ -123,7 +123,7 @@ def normalise(deltas: pd.DataFrame, R: Mapping[str, float] = DEFAULT_R) -> pd.Da
     return out
 
 
-def unobservable_axes(deltas: pd.DataFrame) -> pd.DataFrame:
+def unobservable_by_table(deltas: pd.DataFrame) -> pd.DataFrame:
     """Per (model, dataset), the axes missing (NaN) on every one of its rows.
 
     Columns: model, dataset, axis (one row per unobservable axis, in :data:`AXES` order; none
@@ -165,7 +165,7 @@ def prompt_instability(normalised: pd.DataFrame) -> pd.DataFrame:
     what = "prompt_instability(normalised)"
     require_columns(normalised, [*PROMPT_KEYS, "family", "flipped", *AXES], what)
     _require_no_na(normalised, PROMPT_KEYS, what)
-    unobservable_axes(normalised)
+    unobservable_by_table(normalised)
     variants = _numeric_axes(_variants(normalised, what), what)
     keys = list(PROMPT_KEYS)
     columns = [*keys, *AXES, "n_variants", "flip_rate"]

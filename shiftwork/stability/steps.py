@@ -35,7 +35,13 @@ from shiftwork.stability.gate_report import gate_markdown, gate_overview
 from shiftwork.stability.jobs import ApiJob, AxesJob, GenerateJob, TextModel
 from shiftwork.stability.judge import api_completer, judge_pairs, local_completer, validation_sample
 from shiftwork.stability.prompts import load_prompts
-from shiftwork.stability.report import family_plot, heatmap, write_eps_tables, write_significance_tables, write_tables
+from shiftwork.stability.report import (
+    family_plot,
+    sgs_heatmap,
+    write_eps_tables,
+    write_significance_tables,
+    write_tables,
+)
 from shiftwork.stability.rows import baseline_rows, shard_rows, throughput
 from shiftwork.stability.variants.build import build_variants_counted
 from shiftwork.stability.variants.structural import merge_cache, messages_as_plain, rewrite_requests, run_rewrites
@@ -461,7 +467,7 @@ def aggregate_stability(
     deltas = pd.concat([read_table(p) for p in delta_paths], ignore_index=True)
     normalised = stats.normalise(deltas, R)
     per_prompt = stats.prompt_instability(normalised)
-    unobservable = stats.unobservable_axes(deltas).to_dict("records")
+    unobservable = stats.unobservable_by_table(deltas).to_dict("records")
     prov = make_provenance("aggregate", {"R": dict(R), "eps": list(eps)}, extra={"unobservable_axes": unobservable})
     write_table(per_prompt, outs["per_prompt"], prov)
     write_table(stats.dataset_sgs(per_prompt), outs["dataset_sgs"], prov)
@@ -493,7 +499,7 @@ def report_stability(
     write_eps_tables(total, per_dataset, tests_total, tests_dataset, table_dir, eps_values, prov)
     write_significance_tables(tests_total, tests_dataset, table_dir, prov)
     curves = read_table(inputs["strength"])
-    heatmap(total, figures["heatmap_png"], figures["heatmap_svg"], tests_total, primary_eps)
+    sgs_heatmap(total, figures["heatmap_png"], figures["heatmap_svg"], tests_total, primary_eps)
     family_plot(read_table(inputs["breakdown"]), figures["family_png"], figures["family_svg"], curves)
     radar_plot(total, per_dataset, figures["radar_png"], figures["radar_svg"])
     scores = pd.concat([read_table(p) for p in inputs["gate_scores"]], ignore_index=True)

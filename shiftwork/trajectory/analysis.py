@@ -934,7 +934,7 @@ def _run_pair_rows(
     run_bias = None if bias is None else _run_bias(bias, table)
     rows, fits = _run_pairs(table, options.df, int(options.gam_df), run_bias)
     part = _with_primary(_adjusted(pd.DataFrame(rows), alpha), options.method)
-    summaries = [boot.summarise(np.array([]), math.nan)] * len(part)
+    summaries = [boot.bootstrap_summary(np.array([]), math.nan)] * len(part)
     if items is not None and options.resamples > 0:
         r_boot = _bootstrap(table, items, fits, options, continuous)
         summaries = _boot_summaries(r_boot, part["r_primary"].to_numpy(dtype=float))
@@ -970,10 +970,11 @@ def _with_primary(part: pd.DataFrame, method: str) -> pd.DataFrame:
 
 
 def _boot_summaries(r_boot: np.ndarray, point: np.ndarray) -> list[dict[str, Any]]:
-    """Each pair's bootstrap summary (:func:`~shiftwork.trajectory.bootstrap.summarise`) around its
+    """Each pair's bootstrap summary (:func:`~shiftwork.trajectory.bootstrap.bootstrap_summary`) around its
     point estimate; a pair whose point estimate is NaN gets none of the resamples."""
     return [
-        boot.summarise(r_boot[:, k] if np.isfinite(point[k]) else np.array([]), point[k]) for k in range(len(point))
+        boot.bootstrap_summary(r_boot[:, k] if np.isfinite(point[k]) else np.array([]), point[k])
+        for k in range(len(point))
     ]
 
 

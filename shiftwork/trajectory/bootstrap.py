@@ -24,7 +24,7 @@ penalty weight of the point estimate held fixed (re-choosing it by GCV in every 
 cost a grid search per column and resample); the basis is rebuilt on the resampled ID column.
 A resample in which a correlation is undefined (the ID column constant, or an OOD column with no
 variance left after the control, as in the point estimate) gives NaN and is left out of
-:func:`summarise`.
+:func:`bootstrap_summary`.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ import numpy as np
 
 from shiftwork.trajectory.gam import penalised_residuals
 
-__all__ = ["DEGENERATE_SHARE", "gam_partials", "linear_partials", "resample_accuracies", "summarise"]
+__all__ = ["DEGENERATE_SHARE", "gam_partials", "linear_partials", "resample_accuracies", "bootstrap_summary"]
 
 DEGENERATE_SHARE = 1e-12
 """A residual sum of squares below this share of the total means "no variance left"."""
@@ -141,7 +141,7 @@ def gam_partials(
     return out
 
 
-def summarise(r_boot: np.ndarray, r_point: float) -> dict[str, float | int]:
+def bootstrap_summary(r_boot: np.ndarray, r_point: float) -> dict[str, float | int]:
     """``boot_sign_share``, ``boot_ci_low``, ``boot_ci_high``, ``n_boot`` of one pair.
 
     ``n_boot`` counts the resamples with a defined correlation; ``boot_sign_share`` is the share

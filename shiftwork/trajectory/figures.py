@@ -36,6 +36,7 @@ from matplotlib.lines import Line2D
 
 from shiftwork.checks import require_columns
 from shiftwork.reports.figures import save_figure
+from shiftwork.reports.tables import to_markdown
 from shiftwork.trajectory.analysis import AnalysisError, sorted_mixed
 from shiftwork.trajectory.fingerprint import fingerprint_matrix
 from shiftwork.trajectory.primary import pair_label, primary_columns, residual_table
@@ -357,8 +358,6 @@ def figures_markdown(
 ) -> str:
     """``figures.md``: every figure of the rule ``plot_trajectory`` (under ``figures/``) with a
     one-line caption, then the fingerprint table and, when given, the window table."""
-    from shiftwork.reports.tables import to_markdown
-
     lines = [
         "# Trajectory study: figures",
         "",

@@ -103,7 +103,7 @@ def finetune(
     every = int(settings["checkpoint_every"])
     # the work folder beside the output keeps the Trainer's resumable state and the checkpoints
     # written so far (staged), so a killed job continues where it stopped
-    work, resume_from = resume.start(
+    work, resume_from = resume.open_work(
         out,
         {
             "settings": resume.job_settings(settings),

@@ -1,6 +1,6 @@
 """Trajectory report figures: the OOD x OOD partial-correlation heatmap and accuracy curves.
 
-:func:`heatmap` draws, for one run, the square matrix of ``r_primary`` (OOD pairs, ID effect
+:func:`correlation_heatmap` draws, for one run, the square matrix of ``r_primary`` (OOD pairs, ID effect
 removed by the primary method, linear or GAM; see
 :func:`shiftwork.trajectory.analysis.pair_table`) on a diverging colour scale fixed to [-1, 1],
 the diagonal blank, every cell annotated with its value and ``*`` where ``p_primary_holm``
@@ -33,7 +33,7 @@ from shiftwork.reports.figures import save_figure
 from shiftwork.trajectory.analysis import ID_ROLE, REQUIRED_COLUMNS, AnalysisError, sorted_mixed
 from shiftwork.trajectory.suite import LABELS
 
-__all__ = ["CHANCE", "HOLM_ALPHA", "curve_plot", "heatmap", "partial_matrix"]
+__all__ = ["CHANCE", "HOLM_ALPHA", "curve_plot", "correlation_heatmap", "partial_matrix"]
 
 HOLM_ALPHA = 0.05
 """A heatmap cell is marked ``*`` when its ``p_primary_holm`` is below this."""
@@ -88,7 +88,7 @@ def partial_matrix(
     return r, p
 
 
-def heatmap(
+def correlation_heatmap(
     pairs: pd.DataFrame, run: Hashable, out_png: str | os.PathLike, out_svg: str | os.PathLike
 ) -> tuple[Path, Path]:
     """Draw the OOD x OOD ``r_primary`` heatmap of ``run`` to ``out_png`` and ``out_svg``.

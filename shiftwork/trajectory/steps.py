@@ -12,6 +12,7 @@ import pandas as pd
 
 from shiftwork.logs import LOGGER
 from shiftwork.provenance import make_provenance
+from shiftwork.reports.tables import to_markdown
 from shiftwork.tables import read_table, write_table, write_text
 from shiftwork.trajectory.sections import AnalysisSettings
 from shiftwork.trajectory.suite import suite_stats
@@ -163,11 +164,11 @@ def analyse_trajectory(
 
 def _analysis_figures(scores: pd.DataFrame, pairs: pd.DataFrame, figs: Path) -> None:
     """Each run's heatmap of partial correlations and the accuracy curves of every run."""
-    from shiftwork.trajectory.report import curve_plot, heatmap
+    from shiftwork.trajectory.report import correlation_heatmap, curve_plot
 
     figs.mkdir(parents=True, exist_ok=True)
     for run in sorted(scores["run"].unique()):
-        heatmap(pairs, run, figs / f"partial_{run}.png", figs / f"partial_{run}.svg")
+        correlation_heatmap(pairs, run, figs / f"partial_{run}.png", figs / f"partial_{run}.svg")
     curve_plot(scores, figs / "curves.png", figs / "curves.svg")
 
 
@@ -181,7 +182,6 @@ def _analysis_report(
 ) -> str:
     """The study's Markdown report: accuracy curves, label bias, the OOD pairs, their shares by
     sign and the pairs over seeds."""
-    from shiftwork.reports.tables import to_markdown
     from shiftwork.trajectory.report import METHOD_TITLES
 
     method, alpha = analysis.method, analysis.alpha
