@@ -107,8 +107,9 @@ def organism_errors(org: Mapping[str, Any], models: set[str]) -> list[str]:
         errors += problems
         if setting is not None:
             settings[name] = setting
+    shared = org.get("rl") or {}
     for run, spec in (org.get("runs") or {}).items():
-        errors += run_errors(run, spec, sft, settings, org.get("rl") or {})
+        errors += run_errors(run, spec, sft, settings, shared)
     try:
         organism_runs(org)
     except ValueError as err:
@@ -190,7 +191,7 @@ def run_errors(
             f"are {sorted(sft)}" + suggest(str(spec["organism"]), sft)
         ]
     setting = settings.get(spec["organism"])
-    errors = [] if setting is None else stage_errors(key, spec["stages"], setting)
+    errors = stage_errors(key, spec["stages"], setting)
     if "seeds" in spec and "seed" in spec:
         errors.append(f"config key '{key}': give either 'seed' or 'seeds', not both")
     train = {**shared, **(spec.get("train") or {})}
@@ -200,11 +201,14 @@ def run_errors(
     return errors
 
 
-def stage_errors(key: str, stages: list[Mapping[str, Any]], setting: Setting) -> list[str]:
-    """Every stage trains on distributions of ``setting`` that some policy answers on."""
+def stage_errors(key: str, stages: list[Mapping[str, Any]], setting: Setting | None) -> list[str]:
+    """Every stage trains on distributions of ``setting`` that some policy answers on (nothing to
+    check when the setting could not be built: that is reported with its organism)."""
     errors = []
     for i, stage in enumerate(stages):
         for d in stage["distributions"]:
+            if setting is None:
+                continue
             if str(d) not in setting.distributions:
                 errors.append(
                     f"config key '{key}.stages.{i}.distributions': distribution '{d}' is not in setting "
