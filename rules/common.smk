@@ -7,16 +7,12 @@ from snakemake.logging import logger
 
 # Snakemake puts the Snakefile's directory, the checkout, on sys.path and hands its sys.path
 # to every script, so rules and scripts import this checkout's shiftwork without edits.
-from shiftwork.config import (
-    check_config,
-    organism_runs,
-    require_api_keys,
-    results_name,
-    trajectory_runs,
-)
+from shiftwork.config import check_config, require_api_keys, results_name
 from shiftwork.integrity import check_outputs, clear_stale_locks
 from shiftwork.models.checkpoint_source import is_checkpoint, with_origin
 from shiftwork.models.prepare import INFO_FILE, preparation, prepared_dir
+from shiftwork.organisms.config import organism_runs
+from shiftwork.trajectory.config import trajectory_runs
 
 # The check names every offending key and returns the config with the schema's defaults
 # filled in, the one place each default is stated (rules and package functions read every key

@@ -1,6 +1,6 @@
 # The cross-study's settings and input functions; rules/crossstudy.smk includes this file first.
-from shiftwork.config import with_defaults
 from shiftwork.crossstudy.select import every_kth, steps_on_disk
+from shiftwork.schema import with_defaults
 
 # without a crossstudy section: no runs, every setting at its default
 CROSS = config.get("crossstudy") or with_defaults({"crossstudy": {}})["crossstudy"]

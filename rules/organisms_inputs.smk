@@ -1,8 +1,9 @@
 # The organisms study's settings and input functions (Snakemake's lint keeps functions out of
 # rule files); rules/organisms.smk includes this file first.
-from shiftwork.config import empty_section, organism_runs, overridden
+from shiftwork.organisms.config import organism_runs
 from shiftwork.organisms.resources import rule_resources
 from shiftwork.organisms.steps import trained_distributions
+from shiftwork.schema import empty_section, overridden
 
 ORGANISMS = config.get("organisms") or empty_section("organisms")
 ORGANISM_SFT = ORGANISMS["sft"]

@@ -2,8 +2,8 @@
 # rule files); rules/stability.smk includes this file first.
 import math
 
-from shiftwork.config import uses_rewriter
 from shiftwork.models.sources import is_api
+from shiftwork.stability.config import uses_rewriter
 from shiftwork.stability.report import SIGNIFICANCE_NAMES, eps_table_names
 
 STABILITY = config["stability"]

@@ -1,6 +1,7 @@
 # The trajectory study's settings and input functions (Snakemake's lint keeps functions out of
 # rule files); rules/trajectory.smk includes this file first.
-from shiftwork.config import empty_section, run_steps, trajectory_runs
+from shiftwork.schema import empty_section
+from shiftwork.trajectory.config import run_steps, trajectory_runs
 
 TRAJECTORY = config.get("trajectory") or empty_section("trajectory")
 # the explicit runs and those of trajectory.grid, each with model, suite, shots and seed

@@ -210,6 +210,10 @@ def _decide(
     return Claim(device, "lock", host, tuple(pool), str(path), slurm_job), fd
 
 
+#: the environment variables a claim sets, restored when it ends
+CLAIM_KEYS = ("CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", ENV_DEVICE, ENV_SOURCE)
+
+
 @contextlib.contextmanager
 def claim_gpu(
     lock_dir: str | os.PathLike | None = None,
@@ -228,16 +232,9 @@ def claim_gpu(
     lock_dir = lock_dir or env.get(ENV_LOCK_DIR) or DEFAULT_LOCK_DIR
     if timeout is None and env.get(ENV_WAIT):
         timeout = float(env[ENV_WAIT])
-    host = short_hostname()
-    claim, fd = _decide(env, lock_dir, host, timeout, poll)
-    keys = ["CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", ENV_DEVICE, ENV_SOURCE]
-    saved = {k: env.get(k) for k in keys}
-    visible = saved["CUDA_VISIBLE_DEVICES"]
-    if claim.source != "inherited":
-        if claim.device is not None:
-            visible = claim.device
-        elif ENV_IDS in env or claim.slurm_job_id:  # no GPU for this job: hide any there are
-            visible = ""
+    claim, fd = _decide(env, lock_dir, short_hostname(), timeout, poll)
+    saved = {k: env.get(k) for k in CLAIM_KEYS}
+    visible = _visible_devices(claim, env, saved["CUDA_VISIBLE_DEVICES"])
     if visible != saved["CUDA_VISIBLE_DEVICES"] and cuda_started():
         if fd is not None:
             os.close(fd)
@@ -247,20 +244,43 @@ def claim_gpu(
         )
     try:
         if claim.source != "inherited":
-            if visible is not None:
-                env["CUDA_VISIBLE_DEVICES"] = visible
-            if claim.source == "lock" and saved["CUDA_VISIBLE_DEVICES"] is None:
-                # nvidia-smi numbers devices in PCI bus order; make CUDA use the same order
-                env.setdefault("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
-            env[ENV_DEVICE] = claim.device or ""
-            env[ENV_SOURCE] = claim.source
+            _mark(env, claim, visible, saved["CUDA_VISIBLE_DEVICES"])
         LOGGER.info("%s; CUDA_VISIBLE_DEVICES=%r", claim.describe(), env.get("CUDA_VISIBLE_DEVICES"))
         yield claim
     finally:
         if fd is not None:
             os.close(fd)  # releases the flock
-        for key, value in saved.items():
-            if value is None:
-                env.pop(key, None)
-            else:
-                env[key] = value
+        _restore(env, saved)
+
+
+def _visible_devices(claim: Claim, env: Mapping[str, str], current: str | None) -> str | None:
+    """What ``CUDA_VISIBLE_DEVICES`` becomes under ``claim`` (``current``: its value now): the
+    claimed device; "" for a job given no GPU (hide any there are); else unchanged."""
+    if claim.source == "inherited":
+        return current
+    if claim.device is not None:
+        return claim.device
+    if ENV_IDS in env or claim.slurm_job_id:
+        return ""
+    return current
+
+
+def _mark(env: MutableMapping[str, str], claim: Claim, visible: str | None, before: str | None) -> None:
+    """Set the claim's devices in ``env`` and record the claim for provenance (``before``: the
+    ``CUDA_VISIBLE_DEVICES`` the job started with)."""
+    if visible is not None:
+        env["CUDA_VISIBLE_DEVICES"] = visible
+    if claim.source == "lock" and before is None:
+        # nvidia-smi numbers devices in PCI bus order; make CUDA use the same order
+        env.setdefault("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
+    env[ENV_DEVICE] = claim.device or ""
+    env[ENV_SOURCE] = claim.source
+
+
+def _restore(env: MutableMapping[str, str], saved: Mapping[str, str | None]) -> None:
+    """Put back the variables ``saved`` before the claim (removing those that were not set)."""
+    for key, value in saved.items():
+        if value is None:
+            env.pop(key, None)
+        else:
+            env[key] = value

@@ -114,10 +114,10 @@ def test_trajectory_schema_and_finetune_code_read_the_same_options() -> None:
     code = _reads("shiftwork/trajectory/finetune.py") | _lora_reads("shiftwork/trajectory/finetune.py")
     assert '"trainer_args"' in (ROOT / "shiftwork/models/trainer_args.py").read_text()
     code.add("trainer_args")  # read by shiftwork.models.trainer_args.with_trainer_args
-    # the schedule in epochs, turned into steps by shiftwork.config.finetune_schedule
+    # the schedule in epochs, turned into steps by shiftwork.trajectory.config.finetune_schedule
     assert (
-        _reads("shiftwork/config.py") >= set()
-        and '"checkpoint_every_epochs"' in (ROOT / "shiftwork/config.py").read_text()
+        _reads("shiftwork/trajectory/config.py") >= set()
+        and '"checkpoint_every_epochs"' in (ROOT / "shiftwork/trajectory/config.py").read_text()
     )
     code |= {"epochs", "checkpoint_every_epochs"}
     assert {"gradient_checkpointing", "resume_every", "trainer_args"} <= code

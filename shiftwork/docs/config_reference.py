@@ -19,7 +19,7 @@ from typing import Any
 
 import yaml
 
-from shiftwork.config import SCHEMA_PATH, load_schema
+from shiftwork.schema import SCHEMA_PATH, load_schema
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 SCHEMA_NAME = "config/schema/config.schema.yaml"
@@ -82,15 +82,12 @@ def entries(node: Any, path: str, root: Mapping[str, Any], required: str = "", o
 
 
 def _children(node: Mapping[str, Any], path: str, root: Mapping[str, Any]) -> Iterator[Entry]:
+    """The entries of the keys below ``node``: its properties, its map entries, its list items'
+    keys, and the keys that only its if/then branches add."""
     props = node.get("properties") or {}
     required = set(node.get("required") or [])
     branches = [(_condition(cond), _resolve(then, root), _resolve(other, root)) for cond, then, other in _ifs(node)]
-    required_if: dict[str, list[str]] = {}
-    for (cond, _), then, other in branches:
-        for branch, word in ((then, "when"), (other, "unless")):
-            for name in (branch or {}).get("required") or []:
-                if name in props and name not in required:
-                    required_if.setdefault(name, []).append(f"required {word} {cond}")
+    required_if = _required_if(props, required, branches)
     for name, sub in props.items():
         if isinstance(sub, Mapping):
             req = "required" if name in required else "; ".join(required_if.get(name, []))
@@ -103,17 +100,37 @@ def _children(node: Mapping[str, Any], path: str, root: Mapping[str, Any]) -> It
         yield from _children(_resolve(items, root), f"{path}[]", root)
     for (cond, names), then, other in branches:
         for branch, word in ((then, "when"), (other, "unless")):
-            if not branch:
-                continue
-            only = f"{word} {cond}"
-            if branch.get("description"):
-                yield Entry(path, (_type(node, root), f"only {only}"), _description(branch))
-            branch_required = set(branch.get("required") or [])
-            for name, sub in (branch.get("properties") or {}).items():
-                # `true` keeps the key as the object states it; the condition's own keys are shown there
-                if isinstance(sub, Mapping) and name not in names:
-                    req = "required" if name in branch_required else ""
-                    yield from entries(sub, f"{path}.{name}", root, req, only)
+            if branch:
+                yield from _branch_entries(node, path, root, branch, f"{word} {cond}", names)
+
+
+def _required_if(
+    props: Mapping[str, Any], required: set[str], branches: list[tuple[tuple[str, set[str]], Any, Any]]
+) -> dict[str, list[str]]:
+    """For each property that is not always required, the conditions under which a branch
+    requires it (``required when ...``, ``required unless ...``)."""
+    required_if: dict[str, list[str]] = {}
+    for (cond, _), then, other in branches:
+        for branch, word in ((then, "when"), (other, "unless")):
+            for name in (branch or {}).get("required") or []:
+                if name in props and name not in required:
+                    required_if.setdefault(name, []).append(f"required {word} {cond}")
+    return required_if
+
+
+def _branch_entries(
+    node: Mapping[str, Any], path: str, root: Mapping[str, Any], branch: Mapping[str, Any], only: str, names: set[str]
+) -> Iterator[Entry]:
+    """The entries one if/then ``branch`` adds under condition ``only``: its description, and the
+    keys it states other than those its condition reads (``names``)."""
+    if branch.get("description"):
+        yield Entry(path, (_type(node, root), f"only {only}"), _description(branch))
+    branch_required = set(branch.get("required") or [])
+    for name, sub in (branch.get("properties") or {}).items():
+        # `true` keeps the key as the object states it; the condition's own keys are shown there
+        if isinstance(sub, Mapping) and name not in names:
+            req = "required" if name in branch_required else ""
+            yield from entries(sub, f"{path}.{name}", root, req, only)
 
 
 def _resolve(node: Any, root: Mapping[str, Any], seen: tuple[str, ...] = ()) -> Any:

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from shiftwork.models.located import Located, ModelSourceError
+from shiftwork.models.weights import safetensors_problem
 
 API_KIND = "openai_compatible"
 
@@ -178,56 +179,90 @@ def distribution_problem(package: str, module: str) -> str | None:
 def source_problems(name: str, source: Mapping[str, Any], check_keys: bool = True) -> list[str]:
     """What can be checked about a model source without loading its weights: the module is
     installed and comes from the named package, the GGUF file (or the parts of an assembled one)
-    exists, a local directory holds a config and complete safetensors files."""
+    exists, a local directory holds a config and complete safetensors files; with ``check_keys``,
+    an API model's key variable is set."""
     kind = source.get("kind")
     if kind == "gguf_package":
-        try:
-            folder = module_dir(name, source["module"], source.get("package"))
-        except ModelSourceError as err:
-            provided = provided_modules(source["package"]) if source.get("package") else None
-            if provided:
-                return [
-                    f"model '{name}': module '{source['module']}' is not installed; package "
-                    f"'{source['package']}' provides {provided}" + _close(source["module"], provided)
-                ]
-            return [str(err)]
-        problems = []
-        if source.get("package") and (problem := distribution_problem(source["package"], source["module"])):
-            problems.append(f"model '{name}': {problem} (source.package and source.module disagree)")
-        if source.get("assemble"):
-            try:
-                mod = importlib.import_module(source["module"])
-                verify = getattr(mod, "verify_chunks", None)
-                if verify is not None:
-                    verify()
-            except (ImportError, FileNotFoundError) as err:
-                problems.append(
-                    f"model '{name}': a part of the assembled GGUF of '{source['module']}' is missing ({err})"
-                )
-        elif source.get("file") and not (folder / source["file"]).is_file():
-            present = sorted(p.name for p in folder.glob("*.gguf"))
-            problems.append(f"model '{name}': source.file '{source['file']}' is not in {folder}; it holds {present}")
-        elif not source.get("file") and len(list(folder.glob("*.gguf"))) != 1:
-            present = sorted(p.name for p in folder.glob("*.gguf"))
-            problems.append(f"model '{name}': set source.file; {folder} holds GGUF files {present}")
-        return problems
+        return gguf_package_problems(name, source)
     if kind == API_KIND:
-        env = source.get("api_key_env")
-        if check_keys and env and not os.environ.get(env):
-            return [
-                f"model '{name}': environment variable '{env}' named by source.api_key_env is not set "
-                "(export the API key under that name where the jobs run)"
-            ]
-        return []
+        return api_key_problems(name, source) if check_keys else []
     if kind == "local":
-        from shiftwork.models.weights import safetensors_problem
+        return local_dir_problems(name, source)
+    return []
 
-        path = Path(source["path"])
-        if not (path / "config.json").is_file():
-            return [f"model '{name}': local source {path} is not a Hugging Face model directory (no config.json)"]
+
+def gguf_package_problems(name: str, source: Mapping[str, Any]) -> list[str]:
+    """The module of a ``gguf_package`` source is installed, comes from the named package, and
+    holds its GGUF file (or every part of an assembled one)."""
+    try:
+        folder = module_dir(name, source["module"], source.get("package"))
+    except ModelSourceError as err:
+        return [missing_module_problem(name, source, err)]
+    problems = []
+    if source.get("package") and (problem := distribution_problem(source["package"], source["module"])):
+        problems.append(f"model '{name}': {problem} (source.package and source.module disagree)")
+    if source.get("assemble"):
+        problems += assembled_gguf_problems(name, source)
+    else:
+        problems += gguf_file_problems(name, source, folder)
+    return problems
+
+
+def missing_module_problem(name: str, source: Mapping[str, Any], err: ModelSourceError) -> str:
+    """Why the module is not installed: the named package provides other modules (the closest
+    named), or ``err``."""
+    provided = provided_modules(source["package"]) if source.get("package") else None
+    if provided:
+        return (
+            f"model '{name}': module '{source['module']}' is not installed; package "
+            f"'{source['package']}' provides {provided}" + _close(source["module"], provided)
+        )
+    return str(err)
+
+
+def assembled_gguf_problems(name: str, source: Mapping[str, Any]) -> list[str]:
+    """The parts of an assembled GGUF are all installed (the module's own ``verify_chunks``)."""
+    try:
+        mod = importlib.import_module(source["module"])
+        verify = getattr(mod, "verify_chunks", None)
+        if verify is not None:
+            verify()
+    except (ImportError, FileNotFoundError) as err:
+        return [f"model '{name}': a part of the assembled GGUF of '{source['module']}' is missing ({err})"]
+    return []
+
+
+def gguf_file_problems(name: str, source: Mapping[str, Any], folder: Path) -> list[str]:
+    """The package folder holds ``source.file``, or exactly one GGUF file when none is named."""
+    if source.get("file"):
+        if (folder / source["file"]).is_file():
+            return []
+        present = sorted(p.name for p in folder.glob("*.gguf"))
+        return [f"model '{name}': source.file '{source['file']}' is not in {folder}; it holds {present}"]
+    present = sorted(p.name for p in folder.glob("*.gguf"))
+    if len(present) != 1:
+        return [f"model '{name}': set source.file; {folder} holds GGUF files {present}"]
+    return []
+
+
+def api_key_problems(name: str, source: Mapping[str, Any]) -> list[str]:
+    """The environment variable an API source names for its key is set."""
+    env = source.get("api_key_env")
+    if env and not os.environ.get(env):
         return [
-            f"model '{name}': {f}: {problem}"
-            for f in sorted(path.glob("*.safetensors"))
-            if (problem := safetensors_problem(f))
+            f"model '{name}': environment variable '{env}' named by source.api_key_env is not set "
+            "(export the API key under that name where the jobs run)"
         ]
     return []
+
+
+def local_dir_problems(name: str, source: Mapping[str, Any]) -> list[str]:
+    """A local source is a Hugging Face model directory whose safetensors files are complete."""
+    path = Path(source["path"])
+    if not (path / "config.json").is_file():
+        return [f"model '{name}': local source {path} is not a Hugging Face model directory (no config.json)"]
+    return [
+        f"model '{name}': {f}: {problem}"
+        for f in sorted(path.glob("*.safetensors"))
+        if (problem := safetensors_problem(f))
+    ]
