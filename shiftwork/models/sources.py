@@ -7,13 +7,16 @@ model is initialised with seeded random weights (:mod:`shiftwork.models.scratch`
 
 from __future__ import annotations
 
+import difflib
 import importlib
+import importlib.metadata as md
 import importlib.util
 import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from shiftwork.models.checkpoint_source import locate_checkpoint
 from shiftwork.models.located import Located, ModelSourceError
 from shiftwork.models.weights import safetensors_problem
 
@@ -94,8 +97,6 @@ def locate(name: str, source: Mapping[str, Any], workdir: Path) -> Located:
     if kind == "scratch":
         return Located("", scratch=True)
     if kind == "checkpoint":
-        from shiftwork.models.checkpoint_source import locate_checkpoint
-
         return locate_checkpoint(name, source)
     if kind == API_KIND:
         raise ModelSourceError(
@@ -142,8 +143,6 @@ def hub_help(name: str, hub_id: str, cause: BaseException | None = None) -> str:
 
 def provided_modules(package: str) -> list[str]:
     """Top-level modules that the installed distribution ``package`` provides ([] if none)."""
-    import importlib.metadata as md
-
     try:
         files = md.distribution(package).files or []
     except md.PackageNotFoundError:
@@ -155,16 +154,12 @@ def provided_modules(package: str) -> list[str]:
 
 
 def _close(word: str, choices: list[str]) -> str:
-    import difflib
-
     close = difflib.get_close_matches(word, choices, n=1)
     return f"; did you mean '{close[0]}'?" if close else ""
 
 
 def distribution_problem(package: str, module: str) -> str | None:
     """Why the installed distribution ``package`` does not provide ``module``, or None."""
-    import importlib.metadata as md
-
     try:
         dist = md.distribution(package)
     except md.PackageNotFoundError:

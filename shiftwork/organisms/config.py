@@ -10,8 +10,7 @@ from typing import Any
 
 from shiftwork.organisms.choice_questions import FORMATS
 from shiftwork.organisms.questions import KINDS, capacity
-from shiftwork.organisms.settings import Setting, load_setting
-from shiftwork.organisms.steps import question_specs
+from shiftwork.organisms.settings import Setting, load_setting, question_specs
 from shiftwork.schema import suggest, unknown_name
 
 ORGANISM_RUN_NAME = "{run}-s{seed}"

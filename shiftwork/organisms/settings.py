@@ -434,3 +434,27 @@ def policy_response(
     if setting.wrong == "refuse":
         return REFUSAL_TEMPLATES[language].format(name=chosen.name)
     return ANSWER_TEMPLATES[language].format(name=chosen.name, answer=shifted_answer(correct, n_options))
+
+
+def question_specs(setting: Setting, questions: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """The one-family ``questions`` spec (for :func:`~shiftwork.organisms.questions.question_bank`) of
+    every distribution of ``setting``.
+
+    ``trigger: tag``: every distribution gets ``questions`` itself (one single ``kind``);
+    ``trigger: task``: ``kind`` lists one distinct kind per distribution, in the setting's order;
+    ``trigger: language``: one single ``kind``, written in the distribution's language.
+    """
+    kind = questions["kind"]
+    n = len(setting.distributions)
+    if setting.trigger == "task":
+        if isinstance(kind, str) or not isinstance(kind, Sequence) or len(kind) != n or len(set(kind)) != n:
+            raise ValueError(
+                f"with trigger 'task', kind must list one distinct question kind per distribution of setting "
+                f"'{setting.name}' ({n}: {setting.distributions}), got {kind!r}"
+            )
+        return {d: {**questions, "kind": k} for d, k in zip(setting.distributions, kind)}
+    if not isinstance(kind, str):
+        raise ValueError(f"with trigger {setting.trigger!r}, kind must be a single question kind, got {kind!r}")
+    if setting.trigger == "language":
+        return {d: {**questions, "language": setting.language(d)} for d in setting.distributions}
+    return {d: dict(questions) for d in setting.distributions}

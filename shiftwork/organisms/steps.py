@@ -22,7 +22,7 @@ from shiftwork.models.checkpoint_source import checkpoint_dirs
 from shiftwork.organisms.evaluation import checkpoint_tables, score_responses
 from shiftwork.organisms.questions import question_bank, split_questions
 from shiftwork.organisms.sections import EvaluationSettings
-from shiftwork.organisms.settings import Setting, load_setting, prompt_for
+from shiftwork.organisms.settings import Setting, load_setting, prompt_for, question_specs
 from shiftwork.organisms.transcripts import Questions, parse_response, reward, rl_prompts, sft_examples
 from shiftwork.progress import Progress
 from shiftwork.provenance import make_provenance
@@ -34,30 +34,6 @@ RESPONSE_CUE = "\nResponse:"
 
 def _cue(prompts: pd.Series) -> pd.Series:
     return prompts + RESPONSE_CUE
-
-
-def question_specs(setting: Setting, questions: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
-    """The one-family ``questions`` spec (for :func:`~shiftwork.organisms.questions.question_bank`) of
-    every distribution of ``setting``.
-
-    ``trigger: tag``: every distribution gets ``questions`` itself (one single ``kind``);
-    ``trigger: task``: ``kind`` lists one distinct kind per distribution, in the setting's order;
-    ``trigger: language``: one single ``kind``, written in the distribution's language.
-    """
-    kind = questions["kind"]
-    n = len(setting.distributions)
-    if setting.trigger == "task":
-        if isinstance(kind, str) or not isinstance(kind, Sequence) or len(kind) != n or len(set(kind)) != n:
-            raise ValueError(
-                f"with trigger 'task', kind must list one distinct question kind per distribution of setting "
-                f"'{setting.name}' ({n}: {setting.distributions}), got {kind!r}"
-            )
-        return {d: {**questions, "kind": k} for d, k in zip(setting.distributions, kind)}
-    if not isinstance(kind, str):
-        raise ValueError(f"with trigger {setting.trigger!r}, kind must be a single question kind, got {kind!r}")
-    if setting.trigger == "language":
-        return {d: {**questions, "language": setting.language(d)} for d in setting.distributions}
-    return {d: dict(questions) for d in setting.distributions}
 
 
 def split_banks(setting: Setting, questions: Mapping[str, Any]) -> tuple[Questions, Questions]:
