@@ -64,7 +64,7 @@ def rule_resources(
 ) -> dict[str, Callable[[Any], int]]:
     """Snakemake resources of rule ``job`` besides its one GPU (``mem_mb`` and ``runtime``), each a
     function of the job's wildcards (``organism`` for train_sft, ``run`` for the others; ``runs``
-    are the expanded runs, :func:`shiftwork.config.organism_runs`):
+    are the expanded runs, :func:`shiftwork.organisms.config.organism_runs`):
     ``resources: gpu=1, **rule_resources(config, "train_sft", runs)``."""
 
     def model_of(wildcards: Any) -> str:

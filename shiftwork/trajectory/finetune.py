@@ -88,7 +88,7 @@ def finetune(
 ) -> list[int]:
     """Fine-tune and write ``out_dir/checkpoint-{step}`` for every step of :func:`checkpoint_steps`.
     ``settings`` is a run's ``finetune`` section with its schedule in steps
-    (:func:`shiftwork.config.finetune_schedule`); ``seed`` draws the ``n_train`` examples and
+    (:func:`shiftwork.trajectory.config.finetune_schedule`); ``seed`` draws the ``n_train`` examples and
     seeds the Trainer. Returns the checkpoint steps. The directory appears complete or not at all."""
     from transformers import TrainingArguments, set_seed
 
