@@ -361,7 +361,8 @@ def content_errors(config: Mapping[str, Any], root: str | Path = ".", check_keys
 
 
 def api_key_errors(config: Mapping[str, Any]) -> list[str]:
-    """The API models the config's studies use whose key variable is not set."""
+    """The API models the config's studies use whose key variable is not set or holds a key that
+    cannot be sent (whitespace, a control character, not printable ASCII), each by its variable."""
     return [
         f"config key 'models.{name}.source': {p}"
         for name in used_models(config)
@@ -371,10 +372,11 @@ def api_key_errors(config: Mapping[str, Any]) -> list[str]:
 
 
 def require_api_keys(config: Mapping[str, Any]) -> None:
-    """Raise :class:`ConfigError` naming every API model whose key variable is not set."""
+    """Raise :class:`ConfigError` naming every API model whose key variable is not set or holds
+    a key that cannot be sent."""
     problems = api_key_errors(config)
     if problems:
-        raise ConfigError("missing API keys:\n  - " + "\n  - ".join(problems))
+        raise ConfigError("API keys missing or unusable:\n  - " + "\n  - ".join(problems))
 
 
 #: what a config's ``name`` (its folder under results/, logs/ and benchmarks/) may be

@@ -5,19 +5,24 @@ through their replies.
 - Chat models go to ``POST {base_url}/chat/completions`` with their messages; base models to
   ``POST {base_url}/completions`` with the plain prompt. Always greedy (temperature 0, one
   choice), optionally with ``logprobs``/``top_logprobs``.
-- Retries with exponential backoff on 408/409/429/5xx replies, connection errors and timeouts
-  (a ``Retry-After`` header is honoured); any other 4xx fails at once.
+- Retries with exponential backoff on 408/409/429/5xx replies, connection errors, timeouts and
+  HTTP 200 replies that are no completion (an ``error`` body, no ``choices``; a ``Retry-After``
+  header is honoured); any other 4xx fails at once.
 - A rate limit (requests per minute, shared by the threads of one client) and a thread pool of
   ``max_concurrency`` requests in flight.
 - A response cache keyed by the request: one JSON file per request under the caller's cache
   directory, named by the sha256 of the base URL, endpoint and the whole request body (model,
   messages or prompt, every sampling parameter) -- never the key. Files are written to a
   temporary sibling and renamed, so concurrent jobs sharing a cache never see half a file; a
-  rerun of the same requests sends nothing.
+  rerun of the same requests sends nothing. Only replies that pass :func:`reply_problem` are
+  written, and a cached reply that fails it is asked for again.
 
 The API key is read from the environment variable named by the source's ``api_key_env`` when
-the client is built, sent only in the ``Authorization`` header, and removed from any error
-message; it is never part of a cache key, a cache file, a table, provenance or a log line.
+the client is built (a key holding whitespace, a control character or anything but printable
+ASCII is refused, naming the variable), sent only in the ``Authorization`` header, and removed
+from any error message in every form it can take there (:func:`redact`); a server's reply body
+reaches a message only as a short excerpt (:func:`excerpt`). The key is never part of a cache
+key, a cache file, a table, provenance or a log line.
 """
 
 from __future__ import annotations
@@ -30,11 +35,13 @@ import random
 import tempfile
 import threading
 import time
+import unicodedata
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 
@@ -51,6 +58,12 @@ DEFAULTS: dict[str, Any] = {
 }
 RETRY_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504})
 MAX_BACKOFF_S = 60.0
+CHAT_ENDPOINT = "/chat/completions"
+#: the fewest consecutive characters of a key that :func:`redact` removes wherever they appear
+SECRET_PART = 8
+#: the most characters of a server's reply body that go into a message or a log line
+EXCERPT_CHARS = 200
+MASK = "***"
 
 Messages = Sequence[Mapping[str, str]]
 
@@ -119,7 +132,87 @@ def read_api_key(settings: ApiSettings) -> str | None:
             f"{settings.where}: environment variable '{settings.api_key_env}' "
             f"(models.{settings.name}.source.api_key_env) is not set"
         )
+    if problem := key_problem(settings.api_key_env, key):
+        raise ApiError(f"{settings.where}: {problem} (models.{settings.name}.source.api_key_env)")
     return key
+
+
+def key_problem(env: str, key: str) -> str | None:
+    """Why the key held by variable ``env`` cannot go into an HTTP header (None when it can): it
+    holds whitespace or a control character, or a character that is not printable ASCII. The
+    message names the variable and the offending character's kind and place, never the key."""
+    bad = [i for i, ch in enumerate(key) if not "!" <= ch <= "~"]
+    if not bad:
+        return None
+    ch = key[bad[0]]
+    if bad == list(range(len(key) - len(bad), len(key))):
+        place = "at its end"
+    elif bad == list(range(len(bad))):
+        place = "at its start"
+    else:
+        place = "inside it"
+    shown = repr(ch) if ch.isascii() else f"U+{ord(ch):04X}"
+    if ch.isspace() or unicodedata.category(ch).startswith("C"):
+        hint = "; a line ending from a .env file?" if ch in "\r\n" else ""
+        return (
+            f"API key variable '{env}' holds whitespace or a control character ({shown} {place}{hint}); "
+            "set it to the key alone, without spaces, quotes or line endings"
+        )
+    return (
+        f"API key variable '{env}' holds a character that is not printable ASCII ({shown} {place}); "
+        "set it to the key alone, as the provider shows it"
+    )
+
+
+def secret_forms(secret: str) -> set[str]:
+    """The ways ``secret`` can be written into a message: as it is, as ``repr()`` and ``ascii()``
+    show it (of the text and of its UTF-8 bytes), JSON-escaped (with and without ``\\u``
+    escapes, and with ``/`` escaped), backslash-escaped and URL-quoted."""
+    forms = {
+        secret,
+        repr(secret)[1:-1],
+        ascii(secret)[1:-1],
+        repr(secret.encode("utf-8"))[2:-1],
+        json.dumps(secret)[1:-1],
+        json.dumps(secret, ensure_ascii=False)[1:-1],
+        secret.encode("unicode_escape").decode("ascii"),
+        quote(secret, safe=""),
+    }
+    forms |= {f.replace("/", "\\/") for f in forms}
+    return {f for f in forms if f}
+
+
+def redact(text: str, secret: str | None) -> str:
+    """``text`` with every form of ``secret`` (:func:`secret_forms`) replaced by ``***``: the
+    whole of it, and any run of :data:`SECRET_PART` or more consecutive characters of it (what
+    is left of a key a server cut off). A secret shorter than that is removed where it appears
+    whole."""
+    if not secret:
+        return text
+    hidden = [False] * len(text)
+    for form in secret_forms(secret):
+        n = min(SECRET_PART, len(form))
+        parts = {form[i : i + n] for i in range(len(form) - n + 1)}
+        for i in range(len(text) - n + 1):
+            if text[i : i + n] in parts:
+                hidden[i : i + n] = [True] * n
+    out = []
+    for i, ch in enumerate(text):
+        if not hidden[i]:
+            out.append(ch)
+        elif i == 0 or not hidden[i - 1]:
+            out.append(MASK)
+    return "".join(out)
+
+
+def excerpt(text: str, secret: str | None, limit: int = EXCERPT_CHARS) -> str:
+    """A server's reply body as it may appear in a message or a log line: on one line, at most
+    ``limit`` characters (then ``...``), redacted before it is cut (so that what the cut leaves
+    of a key is no clue) and again after."""
+    flat = " ".join(redact(text, secret).split())
+    if len(flat) > limit:
+        flat = flat[:limit] + "..."
+    return redact(flat, secret)
 
 
 def request_key(base_url: str, endpoint: str, body: Mapping[str, Any]) -> str:
@@ -243,6 +336,38 @@ def parse_reply(reply: Mapping[str, Any], chat: bool) -> ApiResult:
     return ApiResult(text, int(n), choice.get("finish_reason"), tokens, token_lp, top)
 
 
+def reply_problem(reply: Any, chat: bool) -> str | None:
+    """Why an HTTP 200 reply body is no completion (None when it is one): an ``error`` the
+    provider sent (its message), no ``choices`` or an empty list of them, or a choice
+    :func:`parse_reply` cannot read. The provider's text is left whole: the caller redacts and
+    cuts it."""
+    if not isinstance(reply, dict):
+        return f"a JSON {type(reply).__name__} as its body, not an object"
+    if reply.get("error"):
+        return f"an error body: {provider_message(reply['error'])}"
+    choices = reply.get("choices")
+    if not isinstance(choices, list):
+        return f"no 'choices' in its body (keys {sorted(map(str, reply))})"
+    if not choices:
+        return "an empty 'choices' list"
+    try:
+        parse_reply(reply, chat)
+    except (KeyError, IndexError, TypeError, ValueError, AttributeError) as err:
+        return f"a choice that cannot be read ({type(err).__name__}: {err})"
+    return None
+
+
+def provider_message(error: Any) -> str:
+    """The text of an ``error`` a provider sent: its ``message`` and ``code`` (or ``type``) when it
+    is an object, the JSON of anything else."""
+    if isinstance(error, str):
+        return error
+    if isinstance(error, dict) and error.get("message"):
+        code = error.get("code") or error.get("type")
+        return str(error["message"]) + (f" (code {code})" if code else "")
+    return json.dumps(error, ensure_ascii=False)
+
+
 def topk_entropy(top: Sequence[float]) -> float:
     """Entropy (nats) of a next-token distribution known only by its top-k log-probabilities:
     -sum p log p over the k, plus -m log m for the remaining mass m = 1 - sum p taken as one
@@ -307,7 +432,10 @@ class ApiClient:
         self.close()
 
     def _redact(self, text: str) -> str:
-        return text.replace(self._key, "***") if self._key else text
+        return redact(text, self._key)
+
+    def _excerpt(self, text: str) -> str:
+        return excerpt(text, self._key)
 
     def body(
         self,
@@ -321,7 +449,7 @@ class ApiClient:
         s = self.settings
         body: dict[str, Any] = {"model": s.model, "max_tokens": int(max_tokens), "temperature": 0.0, "n": 1}
         if s.chat:
-            endpoint = "/chat/completions"
+            endpoint = CHAT_ENDPOINT
             body["messages"] = [dict(m) for m in prompt]  # type: ignore[union-attr]
             if logprobs and s.top_logprobs:
                 body |= {"logprobs": True, "top_logprobs": int(s.top_logprobs)}
@@ -337,6 +465,8 @@ class ApiClient:
         return endpoint, body
 
     def _post(self, endpoint: str, body: Mapping[str, Any]) -> dict[str, Any]:
+        """The checked reply to one request (:func:`reply_problem`), retried with backoff as the
+        module's notes say; every error text is redacted before it is logged or raised."""
         s = self.settings
         url = s.base_url + endpoint
         last = ""
@@ -344,41 +474,69 @@ class ApiClient:
             if attempt:
                 self.stats.add(retries=1)
             self.limiter.wait()
-            wait = None
-            try:
-                reply = self._http.post(url, json=body)
-            except httpx.TransportError as err:  # connection refused or reset, timeouts
-                last = f"{type(err).__name__}: {err}"
-            else:
-                if reply.status_code == 200:
-                    try:
-                        return reply.json()
-                    except json.JSONDecodeError:
-                        last = f"HTTP 200 with a body that is not JSON: {reply.text[:200]!r}"
-                else:
-                    last = f"HTTP {reply.status_code}: {reply.text[:500]}"
-                    if reply.status_code not in RETRY_STATUS:
-                        hint = ""
-                        if reply.status_code == 400 and "logprob" in reply.text.lower():
-                            hint = f"; if the server cannot return log-probabilities, set models.{s.name}.source.top_logprobs: 0"
-                        raise ApiError(self._redact(f"{s.where}: request to {url} failed with {last}{hint}"))
-                    wait = _retry_after(reply.headers.get("retry-after"))
+            reply, last, wait = self._attempt(url, body, endpoint == CHAT_ENDPOINT)
+            if reply is not None:
+                return reply
             if attempt < s.max_retries:
-                delay = min(MAX_BACKOFF_S, s.backoff_s * 2**attempt)
-                delay = max(delay, wait or 0.0) + random.uniform(0, 0.1 * delay)
-                LOGGER.warning(
-                    "%s: attempt %d failed (%s); retrying in %.1f s", s.where, attempt + 1, self._redact(last), delay
-                )
-                self.sleep(delay)
+                self._back_off(attempt, last, wait)
         raise ApiError(
             self._redact(f"{s.where}: request to {url} failed after {s.max_retries + 1} attempts; last error: {last}")
         )
 
+    def _attempt(
+        self, url: str, body: Mapping[str, Any], chat: bool
+    ) -> tuple[dict[str, Any] | None, str, float | None]:
+        """One request: (the checked reply, "", None), or (None, why it failed, the server's
+        ``Retry-After``) when it may be retried; raises :class:`ApiError` at once on a status
+        that is not retried."""
+        try:
+            reply = self._http.post(url, json=body)
+        except httpx.TransportError as err:  # connection refused or reset, timeouts
+            return None, self._redact(f"{type(err).__name__}: {err}"), None
+        if reply.status_code != 200:
+            return None, self._failed_status(url, reply), _retry_after(reply.headers.get("retry-after"))
+        try:
+            data = reply.json()
+        except ValueError:
+            return None, f"HTTP 200 with a body that is not JSON: {self._excerpt(reply.text)}", None
+        if problem := reply_problem(data, chat):
+            return None, f"HTTP 200 with {self._excerpt(problem)}", None
+        return data, "", None
+
+    def _failed_status(self, url: str, reply: httpx.Response) -> str:
+        """Why a reply with a status other than 200 failed, as a redacted excerpt; raises
+        :class:`ApiError` when its status is not one that is retried."""
+        s = self.settings
+        last = f"HTTP {reply.status_code}: {self._excerpt(reply.text)}"
+        if reply.status_code not in RETRY_STATUS:
+            hint = ""
+            if reply.status_code == 400 and "logprob" in reply.text.lower():
+                hint = f"; if the server cannot return log-probabilities, set models.{s.name}.source.top_logprobs: 0"
+            raise ApiError(self._redact(f"{s.where}: request to {url} failed with {last}{hint}"))
+        return last
+
+    def _back_off(self, attempt: int, last: str, wait: float | None) -> None:
+        """Sleep before the next attempt: exponential backoff, at least the server's
+        ``Retry-After``, plus up to 10 % jitter."""
+        s = self.settings
+        delay = min(MAX_BACKOFF_S, s.backoff_s * 2**attempt)
+        delay = max(delay, wait or 0.0) + random.uniform(0, 0.1 * delay)
+        LOGGER.warning(
+            "%s: attempt %d failed (%s); retrying in %.1f s", s.where, attempt + 1, self._redact(last), delay
+        )
+        self.sleep(delay)
+
     def _one(self, endpoint: str, body: dict[str, Any]) -> dict[str, Any]:
+        """The reply to one request: from the cache when a checked reply is there, else asked for
+        and, once it passes :func:`reply_problem`, cached."""
         key = request_key(self.settings.base_url, endpoint, body)
         if self.cache is not None and (hit := self.cache.get(key)) is not None:
-            self.stats.add(hits=1)
-            return hit
+            if (problem := reply_problem(hit, endpoint == CHAT_ENDPOINT)) is None:
+                self.stats.add(hits=1)
+                return hit
+            LOGGER.info(
+                "%s: cached reply %s holds %s; asking again", self.settings.where, key[:12], self._excerpt(problem)
+            )
         reply = self._post(endpoint, body)
         self.stats.add(misses=1)
         if self.cache is not None:

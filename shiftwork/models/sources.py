@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from shiftwork.inference.api import key_problem
 from shiftwork.models.checkpoint_source import locate_checkpoint
 from shiftwork.models.located import Located, ModelSourceError
 from shiftwork.models.weights import safetensors_problem
@@ -241,14 +242,19 @@ def gguf_file_problems(name: str, source: Mapping[str, Any], folder: Path) -> li
 
 
 def api_key_problems(name: str, source: Mapping[str, Any]) -> list[str]:
-    """The environment variable an API source names for its key is set."""
+    """The environment variable an API source names for its key is set, and holds a key that an
+    HTTP header can carry (:func:`shiftwork.inference.api.key_problem`; named, never shown)."""
     env = source.get("api_key_env")
-    if env and not os.environ.get(env):
+    if not env:
+        return []
+    key = os.environ.get(env)
+    if not key:
         return [
             f"model '{name}': environment variable '{env}' named by source.api_key_env is not set "
             "(export the API key under that name where the jobs run)"
         ]
-    return []
+    problem = key_problem(env, key)
+    return [f"model '{name}': {problem}"] if problem else []
 
 
 def local_dir_problems(name: str, source: Mapping[str, Any]) -> list[str]:
