@@ -8,10 +8,15 @@ from snakemake.logging import logger
 # Snakemake puts the Snakefile's directory, the checkout, on sys.path and hands its sys.path
 # to every script, so rules and scripts import this checkout's shiftwork without edits.
 from shiftwork.config import check_config, require_api_keys, results_name
-from shiftwork.integrity import check_outputs, clear_stale_locks
+from shiftwork.integrity import (
+    check_outputs,
+    clear_stale_locks,
+    missing_intermediate_warnings,
+)
 from shiftwork.models.checkpoint_source import is_checkpoint, with_origin
 from shiftwork.models.prepare import INFO_FILE, preparation, prepared_dir
 from shiftwork.organisms.config import organism_runs
+from shiftwork.tables import hand_configfiles_to_jobs
 from shiftwork.trajectory.config import trajectory_runs
 
 # The check names every offending key and returns the config with the schema's defaults
@@ -140,4 +145,10 @@ def check_before_run():
             f"shiftwork: removed {len(stale)} Snakemake lock file(s) left by a run that was "
             "killed (no other run of this workflow is alive in this directory)"
         )
-    check_outputs("results", producer_rule, tables=OUT)
+    # the commands that rebuild a table name the config files of this run, in its messages and
+    # in its jobs' (which inherit the environment)
+    configfiles = workflow.overwrite_configfiles or ()
+    hand_configfiles_to_jobs(configfiles)
+    check_outputs("results", producer_rule, tables=OUT, configfiles=configfiles)
+    for warning in missing_intermediate_warnings(OUT, producer_rule, configfiles):
+        logger.warning(f"shiftwork: {warning}")

@@ -379,14 +379,90 @@ def require_api_keys(config: Mapping[str, Any]) -> None:
         raise ConfigError("API keys missing or unusable:\n  - " + "\n  - ".join(problems))
 
 
-#: what a config's ``name`` (its folder under results/, logs/ and benchmarks/) may be
+#: what a name that becomes part of a path may be: a config's ``name`` (its folder under
+#: results/, logs/ and benchmarks/), and the names of models, datasets, encoders, suites,
+#: organisms and runs (folders and files under it); two dots in a row are refused as well
 NAME_PATTERN = r"[A-Za-z0-9][A-Za-z0-9._-]*"
+NAME_RULE = "use letters, digits, '.', '_' and '-', starting with a letter or digit, with no '..'"
+
+#: folders under results/ that every config shares, which no config may take as its name:
+#: prepared models, caches (left out of the damage check) and the benchmark scripts' results
+SHARED_FOLDERS = ("models", "cache", "bench")
+
+#: config sections whose keys name folders or files, and what one of their keys is
+NAMED_SECTIONS = (
+    (("models",), "model"),
+    (("datasets",), "dataset"),
+    (("encoders",), "encoder"),
+    (("trajectory", "suites"), "suite"),
+    (("trajectory", "runs"), "run"),
+    (("organisms", "sft"), "organism"),
+    (("organisms", "runs"), "run"),
+)
+
+#: registries whose entries may come from the hub, whose ids hold a '/'
+HUB_REGISTRIES = ("models", "datasets", "encoders")
+
+
+def safe_name(name: Any) -> bool:
+    """Whether ``name`` can be a folder or file name (:data:`NAME_PATTERN`, no '..')."""
+    return isinstance(name, str) and re.fullmatch(NAME_PATTERN, name) is not None and ".." not in name
+
+
+def config_name_problem(name: str) -> str | None:
+    """Why ``name`` cannot name a config's folders (``results/NAME``), or None."""
+    if not safe_name(name):
+        return f"cannot name a results folder; {NAME_RULE}"
+    if name in SHARED_FOLDERS:
+        shared = ", ".join(f"results/{f}" for f in SHARED_FOLDERS)
+        return (
+            f"is the name of results/{name}/, a folder every config shares ({shared}: prepared models, "
+            "caches, benchmark results); choose another name"
+        )
+    return None
+
+
+def entry_name_problem(section: str, name: Any, what: str) -> str | None:
+    """Why ``name``, a key of config section ``section`` naming a ``what``, cannot name its
+    folders and files, or None; a hub id gets a name to use instead."""
+    if safe_name(name):
+        return None
+    if not isinstance(name, str):
+        return f"{what} name {name!r} is read as {type(name).__name__}, not text; quote it in the config file"
+    if section in HUB_REGISTRIES and "/" in name:
+        tail = name.rstrip("/").rsplit("/", 1)[-1]
+        example = tail if safe_name(tail) else f"my-{what}"
+        return (
+            f"a {what} name cannot hold '/' (it names folders and files under results/); "
+            f"use a name such as '{example}' and put the hub id in source.id"
+        )
+    return f"{what} name {name!r} cannot name a folder or file; {NAME_RULE}"
+
+
+def name_errors(config: Mapping[str, Any]) -> list[str]:
+    """Names that cannot become part of a path: the config's ``name`` (not one of the shared
+    folders either) and the keys of :data:`NAMED_SECTIONS`. Checked with the schema, before
+    anything reads a name, on a config that may not match the schema yet."""
+    if not isinstance(config, Mapping):
+        return []
+    errors = []
+    if "name" in config and isinstance(config["name"], str) and (problem := config_name_problem(config["name"])):
+        errors.append(f"config key 'name': {config['name']!r} {problem}")
+    for path, what in NAMED_SECTIONS:
+        section: Any = config
+        for part in path:
+            section = section.get(part) if isinstance(section, Mapping) else None
+        for name in section if isinstance(section, Mapping) else ():
+            if problem := entry_name_problem(".".join(path), name, what):
+                errors.append(f"config key '{'.'.join(path)}.{name}': {problem}")
+    return errors
 
 
 def results_name(config: Mapping[str, Any], configfiles: Iterable[str | Path] = ()) -> str:
     """The name of a config's own folders: its ``name`` key; without one, the stem of the last
     config file given on the command line (``--configfile config/mine.yaml`` -> ``mine``);
-    ``default`` for the embedded config."""
+    ``default`` for the embedded config. A name that cannot be a folder, or that is one of the
+    :data:`SHARED_FOLDERS`, is a :class:`ConfigError`."""
     if config.get("name"):
         name, origin = str(config["name"]), "config key 'name'"
     elif configfiles:
@@ -394,11 +470,8 @@ def results_name(config: Mapping[str, Any], configfiles: Iterable[str | Path] = 
         name, origin = last.stem, f"the name of config file {last} (set config key 'name' to choose another)"
     else:
         return "default"
-    if not re.fullmatch(NAME_PATTERN, name):
-        raise ConfigError(
-            f"{origin}: {name!r} cannot name a results folder; use letters, digits, '.', '_' and '-', "
-            "starting with a letter or digit"
-        )
+    if problem := config_name_problem(name):
+        raise ConfigError(f"{origin}: {name!r} {problem}")
     return name
 
 
@@ -415,7 +488,7 @@ def check_config(
     that model sources can work and that every row of a file prompt set is usable; with
     ``check_keys``, also that the variable each API model names holds a key (a dry run plans
     without keys)."""
-    problems = schema_errors(config, schema)
+    problems = [*name_errors(config), *schema_errors(config, schema)]
     if not problems:
         config = with_defaults(config, schema)
         problems = reference_errors(config)

@@ -5,21 +5,27 @@ truncated (a full disk, a copy cut short, a file edited by hand) looks finished 
 workflow therefore reads the footer of every table and the header of every prepared model's
 weights under ``results/`` when it starts (a few milliseconds a file) and stops, naming each
 damaged file, the rule that writes it and the command that rebuilds it, before any job runs.
+For the same reason it warns of an intermediate table that is gone while a table built from
+it is there: Snakemake does not rebuild it while the tables after it are up to date.
 """
 
 from __future__ import annotations
 
 import fcntl
+import json
 import os
-from collections.abc import Callable
+from base64 import urlsafe_b64encode
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
 from shiftwork.models.prepare import INFO_FILE, weights_problem
-from shiftwork.tables import rebuild_commands, table_problem
+from shiftwork.tables import rebuild_commands, snakemake_command, table_problem
 
 CACHE_DIR = "cache"  # results/cache/: a damaged cache entry is a miss, not an error
+#: Snakemake's records of the jobs that wrote each output (its default, file-based persistence)
+METADATA_DIR = Path(".snakemake") / "metadata"
 
 
 class DamagedOutputError(RuntimeError):
@@ -58,24 +64,91 @@ def damaged_outputs(results: str | os.PathLike = "results", tables: str | os.Pat
     return found
 
 
-def damage_report(found: list[Damage], producer: Callable[[str], str | None]) -> str:
-    """The message for damaged outputs; ``producer`` names the rule that writes a path."""
+def damage_report(
+    found: list[Damage], producer: Callable[[str], str | None], configfiles: Iterable[str | os.PathLike] | None = None
+) -> str:
+    """The message for damaged outputs; ``producer`` names the rule that writes a path, and the
+    rebuild command names the run's ``configfiles``."""
     lines = [f"{len(found)} output(s) of earlier jobs are damaged, so nothing was run:"]
     for d in found:
         rule = producer(str(d.record))
         written = f" (written by rule '{rule}')" if rule else ""
         lines.append(f"  - {d.path}{written}: {d.problem}")
-    lines.append(rebuild_commands([d.path for d in found], [d.record for d in found]))
+    lines.append(rebuild_commands([d.path for d in found], [d.record for d in found], configfiles))
     return "\n".join(lines)
 
 
 def check_outputs(
-    results: str | os.PathLike, producer: Callable[[str], str | None], tables: str | os.PathLike | None = None
+    results: str | os.PathLike,
+    producer: Callable[[str], str | None],
+    tables: str | os.PathLike | None = None,
+    configfiles: Iterable[str | os.PathLike] | None = None,
 ) -> None:
     """Raise :class:`DamagedOutputError` if a prepared model under ``results`` or a table under
-    ``tables`` (default: all of ``results``) is damaged."""
+    ``tables`` (default: all of ``results``) is damaged; its rebuild command names ``configfiles``."""
     if found := damaged_outputs(results, tables):
-        raise DamagedOutputError(damage_report(found, producer))
+        raise DamagedOutputError(damage_report(found, producer, configfiles))
+
+
+def job_record(output: str | os.PathLike, metadata: str | os.PathLike = METADATA_DIR) -> dict:
+    """Snakemake's record of the job that wrote ``output``: one JSON file per output under
+    ``metadata``, named by the URL-safe base64 of its path, cut into parts of at most NAME_MAX - 1
+    characters, each part but the last starting with '@'. Empty when there is none (another
+    persistence backend, a file Snakemake did not write) or it cannot be read."""
+    meta = Path(metadata)
+    if not meta.is_dir():
+        return {}
+    limit = (os.pathconf(meta, "PC_NAME_MAX") or 255) - 1
+    code = urlsafe_b64encode(str(output).encode()).decode()
+    parts = [code[i : i + limit] for i in range(0, len(code), limit)]
+    try:
+        record = json.loads(meta.joinpath(*["@" + part for part in parts[:-1]], parts[-1]).read_text())
+    except (OSError, ValueError):
+        return {}
+    return record if isinstance(record, dict) else {}
+
+
+def missing_intermediates(
+    tables: str | os.PathLike, producer: Callable[[str], str | None], metadata: str | os.PathLike = METADATA_DIR
+) -> dict[str, list[str]]:
+    """The tables under ``tables`` that a table there was built from (as Snakemake recorded its
+    job) and that are gone, where a rule of the workflow writes them (``producer``): {missing
+    table: the tables built from it}."""
+    root = Path(tables)
+    found: dict[str, list[str]] = {}
+    for path in sorted(root.rglob("*.parquet")) if root.is_dir() else []:
+        if _hidden(path, root):
+            continue
+        for source in job_record(path, metadata).get("input") or []:
+            if (
+                isinstance(source, str)
+                and source.endswith(".parquet")
+                and Path(source).is_relative_to(root)
+                and not Path(source).exists()
+                and producer(source)
+            ):
+                found.setdefault(source, []).append(str(path))
+    return found
+
+
+def missing_intermediate_warnings(
+    tables: str | os.PathLike,
+    producer: Callable[[str], str | None],
+    configfiles: Iterable[str | os.PathLike] | None = None,
+    metadata: str | os.PathLike = METADATA_DIR,
+) -> list[str]:
+    """One warning per missing intermediate table (:func:`missing_intermediates`), naming it, a
+    table built from it, and the command that builds it again with the run's ``configfiles``."""
+    warnings = []
+    for missing, built in missing_intermediates(tables, producer, metadata).items():
+        more = f" (and {len(built) - 1} more)" if len(built) > 1 else ""
+        warnings.append(
+            f"intermediate table {missing} is missing, but {built[0]}{more}, built from it, is there; "
+            "Snakemake does not rebuild a missing intermediate table while the tables built from it are "
+            "up to date, so a plain run leaves it missing. To build it again, name it as a target, "
+            f"then run as before: {snakemake_command([missing], configfiles)}"
+        )
+    return warnings
 
 
 _HELD: list[TextIO] = []  # the run guard stays open (and locked) for the life of the process

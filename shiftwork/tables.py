@@ -29,18 +29,53 @@ class TableError(ValueError):
     """A table is missing, unreadable or lacks expected columns."""
 
 
-def rebuild_commands(delete: Iterable[str | os.PathLike], targets: Iterable[str | os.PathLike]) -> str:
-    """How to rebuild damaged outputs: delete them, then name them (a model: its record) as
-    targets. A plain run would not do: Snakemake does not rebuild a missing intermediate table
-    whose results are up to date."""
-    paths = " ".join(f"'{p}'" for p in delete)
+#: the environment variable through which a run hands its config files (``--configfile``) to
+#: its jobs, so that a job's message about a damaged table gives a command that works
+CONFIGFILES_ENV = "SHIFTWORK_CONFIGFILES"
+
+
+def hand_configfiles_to_jobs(configfiles: Iterable[str | os.PathLike]) -> None:
+    """Record the run's config files in :data:`CONFIGFILES_ENV`, which its jobs inherit."""
+    os.environ[CONFIGFILES_ENV] = json.dumps([str(f) for f in configfiles])
+
+
+def run_configfiles() -> list[str]:
+    """The config files of the run this process belongs to (:func:`hand_configfiles_to_jobs`);
+    none outside a run, for a run of the default config, or when the variable is not a list."""
+    try:
+        files = json.loads(os.environ.get(CONFIGFILES_ENV) or "[]")
+    except ValueError:
+        return []
+    return [str(f) for f in files] if isinstance(files, list) else []
+
+
+def snakemake_command(
+    targets: Iterable[str | os.PathLike], configfiles: Iterable[str | os.PathLike] | None = None
+) -> str:
+    """The command that builds ``targets`` with the run's config (``configfiles``; default
+    :func:`run_configfiles`). The targets come first: ``--configfile`` takes every word after it
+    as one more config file."""
+    files = run_configfiles() if configfiles is None else [str(f) for f in configfiles]
     names = " ".join(f"'{t}'" for t in targets)
+    config = " --configfile " + " ".join(f"'{f}'" for f in files) if files else ""
+    return f"snakemake --cores N {names}{config}"
+
+
+def rebuild_commands(
+    delete: Iterable[str | os.PathLike],
+    targets: Iterable[str | os.PathLike],
+    configfiles: Iterable[str | os.PathLike] | None = None,
+) -> str:
+    """How to rebuild damaged outputs: delete them, then name them (a model: its record) as
+    targets, with the run's config files (:func:`snakemake_command`). A plain run would not do:
+    Snakemake does not rebuild a missing intermediate table whose results are up to date."""
+    paths = " ".join(f"'{p}'" for p in delete)
     return (
         "Delete them and name them as targets, so that Snakemake builds them again (a plain run "
         "does not rebuild an intermediate table whose results are up to date); then run as before, "
         "which reruns whatever they changed:\n"
         f"  rm -r {paths}\n"
-        f"  snakemake --cores N {names}"
+        f"  {snakemake_command(targets, configfiles)}"
     )
 
 

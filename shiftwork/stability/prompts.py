@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import unicodedata
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -13,6 +14,40 @@ import pandas as pd
 from shiftwork.data import DatasetError, get_field, read_source
 
 PROMPT_COLUMNS = ["dataset", "prompt_id", "row", "prompt", "answer"]
+
+#: the turn and sequence markers of common chat templates (ChatML, Llama 2 and 3, Gemma,
+#: Mistral, Phi): a prompt holding one would be read as a marker of the template's own, so a
+#: sampled prompt may hold none unless its dataset sets ``allow_control_tokens``
+CONTROL_TOKENS = (
+    "<|im_start|>",
+    "<|im_end|>",
+    "<|im_sep|>",
+    "<|endoftext|>",
+    "<|begin_of_text|>",
+    "<|end_of_text|>",
+    "<|start_header_id|>",
+    "<|end_header_id|>",
+    "<|eot_id|>",
+    "<|eom_id|>",
+    "<|system|>",
+    "<|user|>",
+    "<|assistant|>",
+    "<|end|>",
+    "<start_of_turn>",
+    "<end_of_turn>",
+    "<bos>",
+    "<eos>",
+    "<s>",
+    "</s>",
+    "[INST]",
+    "[/INST]",
+    "<<SYS>>",
+    "<</SYS>>",
+)
+
+#: the longest sampled prompt, in characters, where a dataset does not set ``max_prompt_chars``
+#: (the gate's encoder reads only a prompt's first ~512 tokens)
+MAX_PROMPT_CHARS = 4000
 
 
 def _missing(value: Any) -> bool:
@@ -138,9 +173,9 @@ def read_prompts(name: str, spec: Mapping[str, Any], root: str | Path = ".") -> 
 
 
 def load_prompts(name: str, spec: Mapping[str, Any], root: str | Path = ".") -> pd.DataFrame:
-    """Read, check and sample a prompt set (then subsample it, with ``subsample``). A sample size
-    ``n`` larger than the set is an error (a silently smaller sample would change every
-    statistic downstream)."""
+    """Read, check and sample a prompt set (then subsample it, with ``subsample``), and check the
+    prompts drawn (:func:`check_sampled_prompts`). A sample size ``n`` larger than the set is an
+    error (a silently smaller sample would change every statistic downstream)."""
     table = read_prompts(name, spec, root)
     n = int(spec["n"])
     if n > len(table):
@@ -155,4 +190,59 @@ def load_prompts(name: str, spec: Mapping[str, Any], root: str | Path = ".") -> 
         if int(sub["n"]) > n:
             raise DatasetError(f"dataset '{name}': subsample.n = {sub['n']} is larger than n = {n}")
         table = subsample(table, int(sub["n"]), int(sub["seed"]))
+    check_sampled_prompts(name, table, spec)
     return table
+
+
+def invisible_problem(prompt: str) -> str | None:
+    """Why ``prompt`` shows nothing (only whitespace and format characters, Unicode category Cf:
+    zero-width spaces and joiners, word joiners, byte-order marks), or None."""
+    if any(not ch.isspace() and unicodedata.category(ch) != "Cf" for ch in prompt):
+        return None
+    shown = ", ".join(
+        f"U+{ord(ch):04X} {unicodedata.name(ch, 'FORMAT CHARACTER')}"
+        for ch in dict.fromkeys(prompt)
+        if not ch.isspace()
+    )
+    return f"the prompt holds only invisible characters ({shown}); give it visible text or leave the row out"
+
+
+def control_token_problem(name: str, prompt: str) -> str | None:
+    """Which chat control tokens (:data:`CONTROL_TOKENS`) ``prompt`` holds, in order, or None."""
+    found = sorted((prompt.find(token), token) for token in CONTROL_TOKENS if token in prompt)
+    if not found:
+        return None
+    tokens = ", ".join(f"'{token}'" for _, token in found)
+    return (
+        f"the prompt holds the chat control token{'s' if len(found) > 1 else ''} {tokens}, which a chat "
+        f"template would take for its own markers; remove {'them' if len(found) > 1 else 'it'}, or set "
+        f"datasets.{name}.allow_control_tokens: true if the prompts are meant to hold such tokens"
+    )
+
+
+def length_problem(name: str, prompt: str, limit: int) -> str | None:
+    """Why ``prompt`` is too long for the gate (more than ``limit`` characters), or None."""
+    if len(prompt) <= limit:
+        return None
+    return (
+        f"the prompt is {len(prompt)} characters long, more than max_prompt_chars ({limit}); the gate's "
+        "encoder reads only its first ~512 tokens, so the meaning check would not see the rest; shorten "
+        f"it, or raise datasets.{name}.max_prompt_chars"
+    )
+
+
+def check_sampled_prompts(name: str, table: pd.DataFrame, spec: Mapping[str, Any]) -> None:
+    """Refuse, naming the row, a sampled prompt that shows nothing, holds a chat control token
+    (unless the dataset sets ``allow_control_tokens``) or is longer than ``max_prompt_chars``
+    (:data:`MAX_PROMPT_CHARS` when unset). Only the rows a study uses are checked, so an unused
+    row of a large hub set does not stop it."""
+    allow = bool(spec.get("allow_control_tokens"))
+    limit = int(spec.get("max_prompt_chars") or MAX_PROMPT_CHARS)
+    for row, prompt_id, prompt in zip(table["row"], table["prompt_id"], table["prompt"], strict=True):
+        problem = (
+            invisible_problem(prompt)
+            or (None if allow else control_token_problem(name, prompt))
+            or length_problem(name, prompt, limit)
+        )
+        if problem:
+            raise DatasetError(f"dataset '{name}', row {row} (prompt_id '{prompt_id}'): {problem}")
