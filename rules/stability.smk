@@ -275,7 +275,7 @@ rule score_axes:
         judge_api=judge_api,
         judge_cache=judge_cache,
         judge_name=JUDGE,
-        axes=STABILITY["axes"],
+        axes=AXES_SETTINGS,
         seed=STABILITY["seed"],
     script:
         "../scripts/score_axes.py"

@@ -5,11 +5,15 @@ import math
 from shiftwork.models.sources import is_api
 from shiftwork.stability.config import uses_rewriter
 from shiftwork.stability.report import SIGNIFICANCE_NAMES, eps_table_names
+from shiftwork.stability.sections import AxesSettings
 
 STABILITY = config["stability"]
 VARIANTS = STABILITY["variants"]
 STRUCTURAL = VARIANTS["structural"]
 GATE = STABILITY["gate"]
+# what score_axes reads of stability.axes (the encoder and judge reach it resolved; R, the judge
+# sample: other rules), so that changing those reruns nothing here
+AXES_SETTINGS = AxesSettings.read_keys(STABILITY["axes"])
 GENERATION = STABILITY["generation"]
 PROBE = STABILITY["probe"]
 AXES_ENCODER = STABILITY["axes"].get("encoder", GATE["encoder"])

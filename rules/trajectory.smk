@@ -103,7 +103,7 @@ rule analyse_trajectory:
     conda:
         "../envs/shiftwork.yaml"
     params:
-        analysis=TRAJECTORY["analysis"],
+        analysis=ANALYSIS_SETTINGS,
     script:
         "../scripts/analyse_trajectory.py"
 

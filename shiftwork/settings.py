@@ -71,6 +71,13 @@ class Section:
         """The settings with every schema default (``overrides`` for keys without one)."""
         return cls.from_config({}, **overrides)
 
+    @classmethod
+    def read_keys(cls, values: Mapping[str, Any]) -> dict[str, Any]:
+        """The keys of ``values`` (one config section) that this class reads, with absent ones at
+        the schema's default: what a rule passes as its param, so that a change to a key the class
+        leaves to other code (:attr:`exclude`) reruns nothing that reads this class."""
+        return cls.from_config({k: v for k, v in values.items() if k not in cls.exclude}).as_dict()
+
     def as_dict(self) -> dict[str, Any]:
         """The fields as a plain mapping (nested values copied), e.g. for a table's provenance."""
         return {f.name: copy.deepcopy(getattr(self, f.name)) for f in dataclasses.fields(self)}

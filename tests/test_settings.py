@@ -57,6 +57,16 @@ def test_from_config_fills_defaults_and_keeps_given_values():
     }
 
 
+def test_read_keys_leaves_out_what_the_class_excludes():
+    section = {"bleu": "corpus", "R": {"Act": 1}, "encoder": "e", "judge": None, "judge_sample_size": 5}
+    assert _Axes.read_keys(section) == {
+        "bleu": "corpus",
+        "bert_scale": "rescaled",
+        "bert_baseline": "gate",
+        "noise_detector": "method",
+    }
+
+
 def test_an_unknown_key_is_named():
     with pytest.raises(ConfigError, match=r"stability\.axes.*\['blue'\]"):
         _Axes.from_config({"blue": "sentence"})
