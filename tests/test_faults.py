@@ -127,7 +127,10 @@ def rebuild_command(out: str) -> tuple[list[str], list[str]]:
     lines = out.splitlines()
     rm = next(line for line in lines if line.strip().startswith("rm -r "))
     build = next(line for line in lines if line.strip().startswith("snakemake --cores N "))
-    return ([p.strip("'") for p in rm.split()[2:]], [t.strip("'") for t in build.split()[3:]])
+    # the targets, then the run's config file (this run names one)
+    words = build.split()[3:]
+    assert words[-2] == "--configfile" and words[-1].endswith("/config/config.yaml'"), build
+    return ([p.strip("'") for p in rm.split()[2:]], [t.strip("'") for t in words[:-2]])
 
 
 def test_truncated_intermediate_stops_before_any_job_and_loses_nothing(flow, baseline_tables, config_edit):
