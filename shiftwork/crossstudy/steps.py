@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
@@ -15,6 +14,7 @@ import pandas as pd
 from shiftwork.crossstudy import analysis as an
 from shiftwork.crossstudy import report as rep
 from shiftwork.crossstudy import stats
+from shiftwork.crossstudy.jobs import ScoredCheckpoint
 from shiftwork.crossstudy.prompts import model_inputs, nli_prompts, organism_prompts
 from shiftwork.logs import LOGGER
 from shiftwork.organisms.settings import load_setting
@@ -88,18 +88,6 @@ def crossstudy_gate(
         kept["prompt_id"].nunique(),
         variants["prompt_id"].nunique(),
     )
-
-
-@dataclass(frozen=True)
-class ScoredCheckpoint:
-    """One checkpoint the cross-study scores: ``step`` of ``run`` (a run of ``study``), saved in
-    ``path`` as what it changes on the model in ``base_dir``."""
-
-    study: str
-    run: str
-    step: int
-    base_dir: str
-    path: str
 
 
 def crossstudy_score(

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +13,7 @@ from shiftwork.logs import LOGGER
 from shiftwork.provenance import make_provenance
 from shiftwork.reports.tables import to_markdown
 from shiftwork.tables import read_table, write_table, write_text
+from shiftwork.trajectory.jobs import EvalOptions
 from shiftwork.trajectory.sections import AnalysisSettings
 from shiftwork.trajectory.suite import suite_stats
 from shiftwork.trajectory.tasks import build_suite
@@ -41,18 +41,6 @@ def finetune_model(
     start = time.perf_counter()
     steps = finetune(model_dir, train, settings, out_dir, seed=seed, pattern=pattern, verbalisers=verbalisers)
     LOGGER.info("fine-tuned in %.1f s; checkpoints at steps %s", time.perf_counter() - start, steps)
-
-
-@dataclass(frozen=True)
-class EvalOptions:
-    """How a checkpoint answers the suite's test sets: each example in the suite's ``pattern``, its
-    label read through the suite's ``verbalisers``; ``batch_size`` examples a batch
-    (``trajectory.eval_batch_size``), weights in ``dtype`` (``trajectory.eval_dtype``)."""
-
-    pattern: str
-    verbalisers: Mapping[str, str]
-    batch_size: int
-    dtype: str = "auto"
 
 
 def evaluate_checkpoint(
