@@ -76,7 +76,7 @@ class Section:
         """The keys of ``values`` (one config section) that this class reads, with absent ones at
         the schema's default: what a rule passes as its param, so that a change to a key the class
         leaves to other code (:attr:`exclude`) reruns nothing that reads this class."""
-        return cls.from_config({k: v for k, v in values.items() if k not in cls.exclude}).as_dict()
+        return cls.from_config(values).as_dict()  # from_config drops the excluded keys
 
     def as_dict(self) -> dict[str, Any]:
         """The fields as a plain mapping (nested values copied), e.g. for a table's provenance."""
