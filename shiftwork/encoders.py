@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -99,13 +100,62 @@ class Encoder:
             progress = Progress(what, len(idx), "pairs")
             for start in range(0, len(idx), chunk):
                 part = idx[start : start + chunk]
-                # bert-score's score() has its own batch_size default (64), not the scorer's
-                _, _, f = self.scorer.score(
-                    [cands[i] for i in part],
-                    [refs[i] for i in part],
-                    verbose=False,
-                    batch_size=self.scorer.batch_size,
-                )
+                f = pair_f1(self.scorer, [cands[i] for i in part], [refs[i] for i in part])
                 out[part] = f.cpu().numpy().astype(float)
                 progress.update(len(part))
         return out
+
+
+def embedding_order(sentences: Sequence[str]) -> list[str]:
+    """Each distinct sentence once, the longest in words first (bert-score's order, which keeps
+    alike lengths in one batch), ties broken by the text. bert-score itself leaves ties in the
+    order of a Python set, which follows the process's string-hash seed: the batches, their
+    padding and so the last bit of a float32 score then changed from one run to the next."""
+    return sorted(set(sentences), key=lambda s: (-len(s.split(" ")), s))
+
+
+def pair_f1(scorer: Any, candidates: Sequence[str], references: Sequence[str]) -> Any:
+    """Raw BERTScore F1 of each candidate against its reference, as ``scorer.score`` computes it
+    with ``idf=False`` (bert-score's own embedding and greedy matching, in ``scorer.batch_size``
+    batches), with the sentences embedded in :func:`embedding_order`."""
+    import torch
+    from bert_score.utils import get_bert_embedding, greedy_cos_idf
+
+    tokenizer, size = scorer._tokenizer, scorer.batch_size
+    idf = defaultdict(lambda: 1.0)
+    idf[tokenizer.sep_token_id] = 0
+    idf[tokenizer.cls_token_id] = 0
+    order = embedding_order(list(references) + list(candidates))
+    stats = {}
+    for start in range(0, len(order), size):
+        batch = order[start : start + size]
+        emb, mask, weights = get_bert_embedding(batch, scorer._model, tokenizer, idf, device=scorer.device)
+        emb, mask, weights = emb.cpu(), mask.cpu(), weights.cpu()
+        for row, sentence in enumerate(batch):
+            n = int(mask[row].sum())
+            stats[sentence] = (emb[row, :n], weights[row, :n])
+    device = next(scorer._model.parameters()).device
+    f1 = []
+    with torch.no_grad():
+        for start in range(0, len(candidates), size):
+            ref = _padded([stats[s] for s in references[start : start + size]], device)
+            hyp = _padded([stats[s] for s in candidates[start : start + size]], device)
+            f1.append(greedy_cos_idf(*ref, *hyp)[2].cpu())
+    return torch.cat(f1)
+
+
+def _padded(stats: list, device: Any) -> tuple:
+    """One batch's token embeddings, their mask and their idf weights, padded to its longest
+    sentence (embeddings padded with 2.0, as bert-score pads them)."""
+    import torch
+    from torch.nn.utils.rnn import pad_sequence
+
+    emb = [e.to(device) for e, _ in stats]
+    weights = [w.to(device) for _, w in stats]
+    lengths = torch.tensor([e.size(0) for e in emb])
+    mask = torch.arange(int(lengths.max())).expand(len(emb), -1) < lengths.unsqueeze(1)
+    return (
+        pad_sequence(emb, batch_first=True, padding_value=2.0),
+        mask.to(device),
+        pad_sequence(weights, batch_first=True),
+    )

@@ -78,9 +78,9 @@ def test_mismatched_pairs_and_baseline():
     assert n == 6 and b == pytest.approx(0.5)
 
 
-def test_encoder_scores_in_its_configured_batches_and_skips_empty_pairs():
-    """The scorer's batch size (encoders.<name>.batch_size) reaches bert-score's score(), whose
-    own default would be 64; chunks hold CHUNK_BATCHES batches; empty texts score 0 unscored."""
+def test_encoder_scores_in_its_configured_batches_and_skips_empty_pairs(monkeypatch):
+    """The pairs reach the scoring in chunks of CHUNK_BATCHES of the scorer's batches
+    (encoders.<name>.batch_size); empty texts score 0 unscored."""
     import torch
 
     from shiftwork import encoders
@@ -90,11 +90,11 @@ def test_encoder_scores_in_its_configured_batches_and_skips_empty_pairs():
     class FakeScorer:
         batch_size = 3
 
-        def score(self, cands, refs, verbose=False, batch_size=64):
-            calls.append((len(cands), batch_size))
-            f = torch.tensor([len(c) / 10 for c in cands])
-            return f, f, f
+    def pair_f1(scorer, cands, refs):
+        calls.append((len(cands), scorer.batch_size))
+        return torch.tensor([len(c) / 10 for c in cands])
 
+    monkeypatch.setattr(encoders, "pair_f1", pair_f1)
     enc = object.__new__(encoders.Encoder)
     enc.scorer = FakeScorer()
     n = encoders.CHUNK_BATCHES * 3 + 2
