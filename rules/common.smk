@@ -11,11 +11,15 @@ from shiftwork.config import check_config, require_api_keys, results_name
 from shiftwork.integrity import (
     check_outputs,
     clear_stale_locks,
+    job_record,
     missing_intermediate_warnings,
+    output_tables,
+    refuse_orphaned_jobs,
 )
 from shiftwork.models.checkpoint_source import is_checkpoint, with_origin
 from shiftwork.models.prepare import INFO_FILE, preparation, prepared_dir
 from shiftwork.organisms.config import organism_runs
+from shiftwork.staleness import check_staleness, rule_params_digest, stale_tables
 from shiftwork.tables import hand_configfiles_to_jobs
 from shiftwork.trajectory.config import trajectory_runs
 
@@ -139,6 +143,7 @@ def producer_rule(path):
 
 
 def check_before_run():
+    refuse_orphaned_jobs()
     stale = clear_stale_locks()
     if stale:
         logger.warning(
@@ -151,4 +156,11 @@ def check_before_run():
     hand_configfiles_to_jobs(configfiles)
     check_outputs("results", producer_rule, tables=OUT, configfiles=configfiles)
     for warning in missing_intermediate_warnings(OUT, producer_rule, configfiles):
+        logger.warning(f"shiftwork: {warning}")
+    found = stale_tables(
+        output_tables("results", OUT),
+        lambda path, rule: rule_params_digest(workflow, path, rule),
+        lambda path: bool(job_record(path)),
+    )
+    for warning in check_staleness(found, configfiles):
         logger.warning(f"shiftwork: {warning}")

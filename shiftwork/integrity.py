@@ -1,4 +1,5 @@
-"""Checks a run makes before it plans any job: damaged outputs, and locks left by a killed run.
+"""Checks a run makes before it plans any job: damaged outputs, locks left by a killed run, and
+jobs that run left alive.
 
 Snakemake decides what to rerun from file times and its own records, so a table that was
 truncated (a full disk, a copy cut short, a file edited by hand) looks finished to it. The
@@ -22,6 +23,7 @@ from typing import TextIO
 
 from shiftwork.models.prepare import INFO_FILE, weights_problem
 from shiftwork.tables import rebuild_commands, snakemake_command, table_problem
+from shiftwork.writers import JobRunningError, live_jobs, orphan_report
 
 CACHE_DIR = "cache"  # results/cache/: a damaged cache entry is a miss, not an error
 #: Snakemake's records of the jobs that wrote each output (its default, file-based persistence)
@@ -43,6 +45,20 @@ def _hidden(path: Path, root: Path) -> bool:
     return any(part.startswith(".") for part in path.relative_to(root).parts)
 
 
+def output_tables(results: str | os.PathLike = "results", tables: str | os.PathLike | None = None) -> list[Path]:
+    """Every table of a job under ``tables`` (default: all of ``results``): temporary files of
+    running or killed writers (hidden names) and caches left out."""
+    root = Path(results)
+    table_root = Path(tables) if tables is not None else root
+    if not table_root.is_dir():
+        return []
+    return [
+        path
+        for path in sorted(table_root.rglob("*.parquet"))
+        if not _hidden(path, table_root) and path.relative_to(root).parts[0] != CACHE_DIR
+    ]
+
+
 def damaged_outputs(results: str | os.PathLike = "results", tables: str | os.PathLike | None = None) -> list[Damage]:
     """Every shiftwork table under ``tables`` (default: all of ``results``) whose footer or
     provenance is damaged, and every prepared model under ``results`` whose weight files do not
@@ -52,10 +68,7 @@ def damaged_outputs(results: str | os.PathLike = "results", tables: str | os.Pat
     if not root.is_dir():
         return []
     found = []
-    table_root = Path(tables) if tables is not None else root
-    for path in sorted(table_root.rglob("*.parquet")):
-        if _hidden(path, table_root) or path.relative_to(root).parts[0] == CACHE_DIR:
-            continue
+    for path in output_tables(results, tables):
         if problem := table_problem(path):
             found.append(Damage(path, path, problem))
     for record in sorted(root.glob(f"models/*/*/{INFO_FILE}")):
@@ -151,28 +164,46 @@ def missing_intermediate_warnings(
     return warnings
 
 
-_HELD: list[TextIO] = []  # the run guard stays open (and locked) for the life of the process
+_HELD: dict[Path, TextIO] = {}  # the run guard stays open (and locked) for the life of the process
 
 
-def clear_stale_locks(workdir: str | os.PathLike = ".") -> list[Path]:
-    """Remove the locks a killed Snakemake left in ``workdir``, if no other run is alive there.
+def take_run_guard(workdir: str | os.PathLike = ".") -> bool:
+    """Whether this process holds the run guard of ``workdir``, taking it if it can.
 
     Every main Snakemake process of this workflow holds an exclusive ``flock`` on
     ``.snakemake/shiftwork-run.lock`` from the moment it reads the Snakefile, before it takes
     Snakemake's own locks, until it exits. The kernel drops a flock when its process dies,
     however it dies. So a process that gets the flock knows that no other run of this workflow
-    is alive in ``workdir``, and any lock files Snakemake finds there are stale. A process
-    that does not get it leaves everything alone, and Snakemake's own check applies."""
-    meta = Path(workdir) / ".snakemake"
+    is alive in ``workdir``."""
+    meta = Path(workdir).resolve() / ".snakemake"
+    if meta in _HELD:
+        return True
     meta.mkdir(parents=True, exist_ok=True)
     guard = open(meta / "shiftwork-run.lock", "a")  # noqa: SIM115 (held open for the process's life)
     try:
         fcntl.flock(guard, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:
         guard.close()
+        return False
+    _HELD[meta] = guard
+    return True
+
+
+def clear_stale_locks(workdir: str | os.PathLike = ".") -> list[Path]:
+    """Remove the locks a killed Snakemake left in ``workdir``, if no other run is alive there
+    (:func:`take_run_guard`): any lock files Snakemake finds there are then stale. A process
+    that does not get the guard leaves everything alone, and Snakemake's own check applies."""
+    if not take_run_guard(workdir):
         return []
-    _HELD.append(guard)
-    stale = sorted((meta / "locks").glob("*.lock"))
+    stale = sorted((Path(workdir) / ".snakemake" / "locks").glob("*.lock"))
     for path in stale:
         path.unlink(missing_ok=True)
     return stale
+
+
+def refuse_orphaned_jobs(logs: str | os.PathLike = "logs", workdir: str | os.PathLike = ".") -> None:
+    """Raise :class:`shiftwork.writers.JobRunningError` if a job under the log folder ``logs`` is
+    still alive while no run of this workflow is (:func:`take_run_guard`): an orphan of a run
+    whose main process was killed. Another live run's jobs are that run's business."""
+    if take_run_guard(workdir) and (jobs := list(live_jobs(Path(workdir) / logs))):
+        raise JobRunningError(orphan_report(jobs))

@@ -9,16 +9,20 @@ import traceback
 from collections.abc import Iterator
 from pathlib import Path
 
+from shiftwork.writers import hold_job
+
 LOGGER = logging.getLogger("shiftwork")
 
 
 @contextlib.contextmanager
 def log_to(path: str | Path | None) -> Iterator[logging.Logger]:
-    """Route stderr and the ``shiftwork`` logger to ``path``; a failure's traceback lands there too."""
+    """Route stderr and the ``shiftwork`` logger to ``path``; a failure's traceback lands there too.
+    The job first takes its lock (:func:`shiftwork.writers.hold_job`), so that a second copy of it
+    stops before it truncates the first one's log."""
     if path is None:
         yield LOGGER
         return
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    hold_job(path)
     with open(path, "w", buffering=1) as fh:
         old_stderr = sys.stderr
         sys.stderr = fh

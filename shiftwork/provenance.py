@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
+import sys
 from collections.abc import Mapping
 from importlib import metadata
 from typing import Any
 
+from shiftwork.codebase import CHECKOUT, checkout_state, loaded_files
 from shiftwork.gpu_claim import current_claim
 from shiftwork.precision import choices as precision_choices
 
@@ -47,6 +50,48 @@ def package_versions(names: tuple[str, ...] = TRACKED_PACKAGES) -> dict[str, str
     return out
 
 
+def _plain(value: Any) -> Any:
+    """``value`` as JSON-able data that is the same in every process (no memory addresses)."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return _plain(dataclasses.asdict(value))
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    if isinstance(value, set | frozenset):  # a set's order follows the string-hash seed
+        return sorted((_plain(v) for v in value), key=canonical_json)
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
+    text = str(value)
+    return type(value).__name__ if " at 0x" in text else text
+
+
+def params_digest(params: Any) -> str:
+    """The digest of a Snakemake job's ``params`` (named ones), as the job and the main process
+    both see them."""
+    return digest({name: _plain(value) for name, value in params.items()})
+
+
+def running_job() -> Any:
+    """The ``snakemake`` object of the Snakemake job script this process runs, if it runs one
+    (Snakemake defines it in the script's ``__main__``)."""
+    job = getattr(sys.modules.get("__main__"), "snakemake", None)
+    return job if hasattr(job, "rule") and hasattr(job, "params") else None
+
+
+def code_and_job() -> dict[str, Any]:
+    """What a table records of the code that made it (the checkout's commit, whether it was
+    dirty, and a digest of every ``shiftwork`` file the process imported and of the job's
+    script) and of the job (its rule and a digest of its params)."""
+    job = running_job()
+    script = CHECKOUT / "scripts" / f"{job.rule}.py" if job is not None else None
+    extra = (script.resolve(),) if script is not None and script.exists() else ()
+    record: dict[str, Any] = {"code": {**checkout_state(), "files": loaded_files(extra)}}
+    if job is not None:
+        record["job"] = {"rule": job.rule, "params": params_digest(job.params)}
+    return record
+
+
 def make_provenance(
     step: str,
     settings: Mapping[str, Any] | None = None,
@@ -77,6 +122,7 @@ def make_provenance(
     chosen = precision_choices()
     if chosen:
         record["precision"] = chosen
+    record.update(code_and_job())
     if extra:
         record.update(extra)
     return record

@@ -14,7 +14,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
-from test_workflow import ENV, PROMPTS, kill_while_writing, snakemake, tiny_config
+from test_workflow import ENV, PROMPTS, kill_while_writing, snakemake, start_until_writing, tiny_config
 
 from shiftwork.models.prepare import prepared_dir
 
@@ -347,6 +347,88 @@ def test_kill_then_the_same_command_continues(flow, baseline_tables):
     assert_same_tables(baseline_tables, tables(flow))
     assert not list(target.parent.glob(".*.tmp"))
     assert jobs_planned(flow) == set()
+
+
+def test_killing_snakemake_alone_leaves_one_writer(flow, baseline_tables):
+    """SIGKILL to the main Snakemake process only, while generate writes its table: the job lives
+    on. The same command at once refuses, naming the job's PID, and starts no second copy; once
+    the job has ended, the same command finishes the run with the right tables."""
+    import signal
+    import time
+
+    from shiftwork.writers import live_jobs
+
+    target = flow / "results/default/stability/generations" / MODEL / "tiny.parquet"
+    target.unlink()
+    command = str(target.relative_to(flow))
+    main, writing = start_until_writing(flow, target)
+    assert writing, "generate never started writing its output"
+    os.kill(main.pid, signal.SIGKILL)  # the main process only: its job is orphaned
+    main.wait()
+    [orphan] = list(live_jobs(flow / "logs"))
+    rerun = snakemake(flow, command)
+    assert rerun.returncode != 0
+    assert f"  - PID {orphan.pid} on " in output_of(rerun), output_of(rerun)[-3000:]
+    assert f"stop them with `kill {orphan.pid}`" in output_of(rerun)
+    assert list(live_jobs(flow / "logs")) == [orphan]  # no second copy started
+    deadline = time.time() + 600
+    while list(live_jobs(flow / "logs")) and time.time() < deadline:
+        time.sleep(0.5)
+    assert not list(live_jobs(flow / "logs")), "the orphaned job did not end"
+    final = snakemake(flow, command)
+    assert final.returncode == 0, output_of(final)[-3000:]
+    assert_same_tables(baseline_tables, tables(flow))
+    assert jobs_planned(flow) == set()
+
+
+def test_a_table_made_by_other_code_stops_the_run_until_rebuilt(flow, baseline_tables):
+    """A table whose code record names a file that differs now (as after a `git pull` that
+    changed library code, which Snakemake does not track): the run, and a dry run, stop before
+    any job, naming the table, the file and the command; that command rebuilds it."""
+    from shiftwork.tables import read_provenance, write_table
+
+    target = flow / "results/default/stability/generations" / MODEL / "tiny.parquet"
+    prov = read_provenance(target)
+    rule, changed = prov["job"]["rule"], "shiftwork/inference/generation.py"
+    assert changed in prov["code"]["files"]
+    prov["code"]["files"][changed] = "0" * 16  # as if made by other code
+    st = target.stat()
+    write_table(pd.read_parquet(target), target, prov)
+    os.utime(target, ns=(st.st_atime_ns, st.st_mtime_ns))
+    for stopped in (snakemake(flow), snakemake(flow, "-n")):
+        assert stopped.returncode != 0
+        assert (
+            f"  - {target.relative_to(flow)} (rule '{rule}'): the code that made it changed since ({changed})"
+            in output_of(stopped)
+        ), output_of(stopped)[-3000:]
+        assert f"--forcerun {rule} --configfile '{flow / 'config' / 'config.yaml'}'" in output_of(stopped)
+    rebuilt = snakemake(flow, "--forcerun", rule)
+    assert rebuilt.returncode == 0, output_of(rebuilt)[-3000:]
+    assert_same_tables(baseline_tables, tables(flow))
+    assert jobs_planned(flow) == set()
+
+
+def test_changed_settings_stop_the_run_without_snakemake_records(flow, config_edit):
+    """With no .snakemake/metadata (a fresh clone with copied results), Snakemake sees no change
+    of params and would say "Nothing to be done"; the tables' own record of their job's params
+    stops the run instead, naming them."""
+    from shiftwork.tables import read_provenance
+
+    metadata = flow / ".snakemake" / "metadata"
+    aside = flow / "metadata-aside"
+    metadata.rename(aside)
+    try:
+        config_edit(lambda cfg: cfg["stability"]["generation"].update(max_new_tokens=13))
+        stopped = snakemake(flow)
+    finally:
+        aside.rename(metadata)
+    assert stopped.returncode != 0
+    target = Path("results/default/stability/generations") / MODEL / "tiny.parquet"
+    rule = read_provenance(flow / target)["job"]["rule"]
+    assert (
+        f"  - {target} (rule '{rule}'): its rule's settings (params) in this config differ from those it was made with"
+        in output_of(stopped)
+    ), output_of(stopped)[-3000:]
 
 
 def test_a_live_run_keeps_its_locks(flow):

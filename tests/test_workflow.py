@@ -105,10 +105,9 @@ def planned_jobs(workdir: Path) -> set[str]:
     }
 
 
-def kill_while_writing(workdir: Path, target: Path, timeout: float = 300) -> bool:
-    """Run snakemake for ``target`` and SIGKILL it and its jobs while the job writes ``target``
-    (its temporary sibling holds rows). Whether the job got that far before it was killed."""
-    import signal
+def start_until_writing(workdir: Path, target: Path, timeout: float = 300) -> tuple[subprocess.Popen, bool]:
+    """Start snakemake for ``target`` in a session of its own and wait until its job writes
+    ``target`` (its temporary sibling holds rows). The process, and whether it got that far."""
     import time
 
     proc = subprocess.Popen(
@@ -123,6 +122,15 @@ def kill_while_writing(workdir: Path, target: Path, timeout: float = 300) -> boo
     while time.time() < deadline and proc.poll() is None and not writing:
         writing = any(t.stat().st_size > 0 for t in target.parent.glob(f".{target.name}.*.tmp"))
         time.sleep(0.02)
+    return proc, writing
+
+
+def kill_while_writing(workdir: Path, target: Path, timeout: float = 300) -> bool:
+    """Run snakemake for ``target`` and SIGKILL it and its jobs while the job writes ``target``
+    (:func:`start_until_writing`). Whether the job got that far before it was killed."""
+    import signal
+
+    proc, writing = start_until_writing(workdir, target, timeout)
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
     return writing

@@ -24,7 +24,7 @@ from shiftwork.inference.probe import layer_cosines, probe_batches
 from shiftwork.logs import LOGGER
 from shiftwork.models.loading import load_prepared, load_tokenizer
 from shiftwork.models.prepare import read_info
-from shiftwork.provenance import make_provenance
+from shiftwork.provenance import code_and_job, make_provenance
 from shiftwork.reports.tables import to_markdown
 from shiftwork.stability import axes as axes_mod
 from shiftwork.stability import gate as gate_mod
@@ -74,7 +74,8 @@ def merge_shards(shard_paths: list[str], out: str, keys: list[str] = KEYS) -> in
             raise ValueError(
                 f"{out}: rows {merged.loc[dup, keys].head(5).to_dict('records')} appear in more than one shard"
             )
-    prov = {k: v for k, v in provs[0].items() if k not in ("gpu", "device", "shard", "n_shards")}
+    prov = {k: v for k, v in provs[0].items() if k not in ("gpu", "device", "shard", "n_shards", "job", "code")}
+    prov.update(code_and_job())  # the merge's own code and job, not the shards'
     prov["shards"] = [
         {"path": str(path), "rows": len(frame), **{k: p.get(k) for k in ("shard", "gpu", "device") if k in p}}
         for path, frame, p in zip(shard_paths, frames, provs)
