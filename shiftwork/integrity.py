@@ -3,9 +3,10 @@ jobs that run left alive.
 
 Snakemake decides what to rerun from file times and its own records, so a table that was
 truncated (a full disk, a copy cut short, a file edited by hand) looks finished to it. The
-workflow therefore reads the footer of every table and the header of every prepared model's
-weights under ``results/`` when it starts (a few milliseconds a file) and stops, naming each
-damaged file, the rule that writes it and the command that rebuilds it, before any job runs.
+workflow therefore reads every table (its footer, and its bytes against the sha256 recorded
+beside it) and the header of every prepared model's weights under ``results/`` when it starts
+(about 1 ms a MB of tables) and stops, naming each damaged file, the rule that writes it and
+the command that rebuilds it, before any job runs.
 For the same reason it warns of an intermediate table that is gone while a table built from
 it is there: Snakemake does not rebuild it while the tables after it are up to date.
 """
@@ -61,9 +62,10 @@ def output_tables(results: str | os.PathLike = "results", tables: str | os.PathL
 
 def damaged_outputs(results: str | os.PathLike = "results", tables: str | os.PathLike | None = None) -> list[Damage]:
     """Every shiftwork table under ``tables`` (default: all of ``results``) whose footer or
-    provenance is damaged, and every prepared model under ``results`` whose weight files do not
-    have the recorded sizes or complete headers. Temporary files of running or killed writers
-    (hidden names) and caches are left out."""
+    provenance is damaged or whose bytes differ from its recorded sha256, and every prepared
+    model under ``results`` whose weight files do not have the recorded sizes or complete
+    headers. Hidden files (temporaries of running or killed writers, sha256 sidecars) and caches
+    are left out."""
     root = Path(results)
     if not root.is_dir():
         return []

@@ -4,11 +4,17 @@ Every table is written with page checksums. A read checks the file before trusti
 footer (a truncated file has none), the provenance key every shiftwork table carries, the
 columns the caller needs, and each page against its checksum. A table that fails any of
 these raises :class:`TableError` naming the file and how to rebuild it; a cache that fails
-them is a cache miss (:func:`read_cache`)."""
+them is a cache miss (:func:`read_cache`).
+
+The footer itself has no checksum, so each table also gets the sha256 of its bytes, recorded
+when it is written in a hidden sidecar beside it (:func:`sidecar_path`), and every check
+compares the two. A table without a sidecar (written by an older shiftwork, or copied without
+its hidden files) is read as before, unchecked by sha256."""
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import tempfile
@@ -79,16 +85,61 @@ def rebuild_commands(
     )
 
 
+def sidecar_path(path: str | os.PathLike) -> Path:
+    """Where the sha256 of table ``path`` is recorded: ``.<name>.sha256`` in its folder. Hidden,
+    so neither Snakemake nor the damage check takes it for an output, and its name does not end
+    in ``.tmp``, so no cleanup of stale temporaries (:func:`atomic_path`) removes it."""
+    target = Path(path)
+    return target.with_name(f".{target.name}.sha256")
+
+
+def file_sha256(path: str | os.PathLike) -> str:
+    """The hex sha256 of the bytes of ``path``."""
+    with open(path, "rb") as f:
+        return hashlib.file_digest(f, "sha256").hexdigest()
+
+
+def recorded_sha256(path: str | os.PathLike) -> str | None:
+    """The sha256 recorded for table ``path`` when it was written; None when it has no sidecar."""
+    try:
+        text = sidecar_path(path).read_bytes().decode("ascii", errors="replace")
+    except FileNotFoundError:
+        return None
+    return (text.split() or [""])[0]
+
+
+def sha256_problem(path: str | os.PathLike) -> str | None:
+    """Why the bytes of table ``path`` are not those recorded when it was written, or None when
+    they are, or when it has no sidecar (a table from before the sidecars is read unchecked)."""
+    try:
+        recorded = recorded_sha256(path)
+    except OSError as err:
+        return f"its recorded sha256 {sidecar_path(path).name} cannot be read ({err})"
+    if recorded is None:
+        return None
+    now = file_sha256(path)
+    if now == recorded:
+        return None
+    # 12 hex digits tell two digests apart, unless the sidecar itself lost a bit further on
+    shown = 12 if recorded[:12] != now[:12] else 64
+    return (
+        f"its bytes differ from the sha256 recorded in {sidecar_path(path).name} when it was written "
+        f"({recorded[:shown]} recorded, {now[:shown]} now): changed or damaged since"
+    )
+
+
 def table_problem(path: str | os.PathLike) -> str | None:
     """Why ``path`` is not a complete shiftwork table, or None if its footer and provenance are
-    intact. Cheap (reads the footer only), so a run can check every table before it starts."""
+    intact and its bytes have the sha256 recorded beside it (:func:`sha256_problem`). Reads the
+    footer, and the whole file once for its sha256, so a run can check every table before it
+    starts."""
     try:
         meta = pq.read_metadata(path)
     except (OSError, pa.ArrowException) as err:
         return f"not a complete Parquet file ({err})"
     if PROVENANCE_KEY not in (meta.metadata or {}):
         return "no shiftwork provenance in its metadata (not written by this workflow, or damaged)"
-    return None
+    return sha256_problem(path)
 
 
 def _with_metadata(table: pa.Table, provenance: Mapping[str, Any] | None) -> pa.Table:
@@ -111,6 +162,16 @@ def atomic_path(path: str | os.PathLike) -> tuple[Path, Path]:
     return target, Path(tmp)
 
 
+def _commit_table(tmp: Path, target: Path) -> None:
+    """Record the sha256 of the finished table ``tmp`` beside ``target``, then rename it there."""
+    # The sidecar is renamed first. A crash between the two renames leaves the new digest beside
+    # the old table, which reads as a mismatch (damage), or beside no table (a missing output,
+    # which Snakemake builds). The other order could leave the new table with no sidecar (the
+    # first write, or an old one without), which would read unchecked.
+    write_text(f"{file_sha256(tmp)}  {target.name}\n", sidecar_path(target))
+    os.replace(tmp, target)
+
+
 @contextlib.contextmanager
 def atomic_file(path: str | os.PathLike) -> Iterator[Path]:
     """Yield a temporary sibling of ``path`` to write; on success it is renamed onto ``path``,
@@ -126,13 +187,13 @@ def atomic_file(path: str | os.PathLike) -> Iterator[Path]:
 
 def write_table(df: pd.DataFrame, path: str | os.PathLike, provenance: Mapping[str, Any] | None = None) -> Path:
     """Write ``df`` to ``path`` as Parquet: first to a temporary file, then rename over the target,
-    so a reader never sees a half-written table."""
+    so a reader never sees a half-written table; its sha256 goes to :func:`sidecar_path`."""
     table = pa.Table.from_pandas(df.reset_index(drop=True), preserve_index=False)
     table = _with_metadata(table, provenance)
     target, tmp = atomic_path(path)
     try:
         pq.write_table(table, tmp, write_page_checksum=True)
-        os.replace(tmp, target)
+        _commit_table(tmp, target)
     finally:
         if tmp.exists():
             tmp.unlink()
@@ -168,7 +229,10 @@ class TableWriter:
             self.tmp.unlink(missing_ok=True)
             return self.target
         self._writer.close()
-        os.replace(self.tmp, self.target)
+        try:
+            _commit_table(self.tmp, self.target)
+        finally:
+            self.tmp.unlink(missing_ok=True)
         return self.target
 
     def abort(self) -> None:
@@ -187,8 +251,8 @@ class TableWriter:
 
 
 def read_table(path: str | os.PathLike, columns: Iterable[str] | None = None) -> pd.DataFrame:
-    """Read a shiftwork table, checking footer, provenance and page checksums; with
-    ``columns``, fail naming the file and the missing columns."""
+    """Read a shiftwork table, checking footer, provenance, sha256 (where recorded) and page
+    checksums; with ``columns``, fail naming the file and the missing columns."""
     path = Path(path)
     if not path.exists():
         raise TableError(f"table {path} does not exist")

@@ -22,7 +22,8 @@ def test_write_read_with_provenance(tmp_path):
     assert got["step"] == "unit" and got["seed"] == 3 and got["model"] == "m"
     assert got["config_digest"] == digest({"eps": 0.05})
     assert "torch" in got["packages"]
-    assert [p.name for p in path.parent.iterdir()] == ["t.parquet"]  # no temporary left behind
+    # the table and its sha256 sidecar; no temporary left behind
+    assert sorted(p.name for p in path.parent.iterdir()) == [".t.parquet.sha256", "t.parquet"]
 
 
 def test_digest_ignores_key_order():
@@ -48,7 +49,7 @@ def test_streaming_writer_commits_or_leaves_nothing(tmp_path):
     with pytest.raises(RuntimeError), TableWriter(failed) as w:
         w.write(pd.DataFrame({"i": [1]}))
         raise RuntimeError("killed mid-way")
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["s.parquet"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".s.parquet.sha256", "s.parquet"]
 
 
 def _table(tmp_path, name="t.parquet", n=2000):
@@ -72,6 +73,9 @@ def test_truncated_table_is_named_with_how_to_rebuild_it(tmp_path):
 
 def test_damaged_page_is_caught_by_its_checksum(tmp_path):
     path, df = _table(tmp_path)
+    # a table without the sha256 sidecar (written before there were any), which would catch
+    # the flip first (tests/test_checksums.py)
+    path.with_name(".t.parquet.sha256").unlink()
     data = bytearray(path.read_bytes())
     # flip one byte inside the first data page (after the 4-byte magic and the page header);
     # the footer stays intact, so only the page checksum can tell
