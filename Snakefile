@@ -36,5 +36,12 @@ if workflow.is_main_process:
 
 
 # A run (not a dry run) stops before its first job when an API model's key variable is unset.
+# From here on SIGTERM is noted (Snakemake's scheduler has set its handler by now).
 onstart:
+    note_sigterm()
     require_api_keys(config)
+
+
+# A run stopped by SIGTERM says so, and whether a job failed (rules/common.smk: report_stop).
+onerror:
+    report_stop(log)
