@@ -29,12 +29,20 @@ rule all:
         all_targets(),
 
 
-# Before any job is planned: locks left by a killed run are removed, and damaged outputs stop
-# the run with the command that rebuilds them (rules/common.smk: check_before_run).
+# Before any job is planned: jobs a killed run left alive stop the run, locks it left are
+# removed, and damaged tables, or tables made by other code or settings, stop the run with the
+# command that rebuilds them (rules/common.smk: check_before_run).
 if workflow.is_main_process:
     check_before_run()
 
 
 # A run (not a dry run) stops before its first job when an API model's key variable is unset.
+# From here on SIGTERM is noted (Snakemake's scheduler has set its handler by now).
 onstart:
+    note_sigterm()
     require_api_keys(config)
+
+
+# A run stopped by SIGTERM says so, and whether a job failed (rules/common.smk: report_stop).
+onerror:
+    report_stop(log)

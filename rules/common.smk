@@ -1,6 +1,7 @@
 # What every study needs: the config check, the shared wildcards, prepared models, the
 # targets of `rule all`, and the checks made before any job. Each study's own constants and
 # input functions are at the top of its rule file.
+import os
 import re
 
 from snakemake.logging import logger
@@ -20,6 +21,12 @@ from shiftwork.models.checkpoint_source import is_checkpoint, with_origin
 from shiftwork.models.prepare import INFO_FILE, preparation, prepared_dir
 from shiftwork.organisms.config import organism_runs
 from shiftwork.staleness import check_staleness, rule_params_digest, stale_tables
+from shiftwork.stopping import (
+    SigtermNote,
+    stop_message,
+    stop_status,
+    unfinished_labels,
+)
 from shiftwork.tables import hand_configfiles_to_jobs
 from shiftwork.trajectory.config import trajectory_runs
 
@@ -164,3 +171,37 @@ def check_before_run():
     )
     for warning in check_staleness(found, configfiles):
         logger.warning(f"shiftwork: {warning}")
+
+
+# SIGTERM to the main process (a scheduler's time limit, `kill PID`, a shutdown): Snakemake lets
+# the running jobs finish and ends the run as if a job had failed. The run notes the signal and
+# says what happened instead (shiftwork/stopping.py).
+SIGTERM_NOTE = SigtermNote()
+
+
+def note_sigterm():
+    """Note SIGTERM from here on; called at the run's start, after Snakemake's scheduler set its
+    own handler, which the note calls in turn."""
+    if workflow.is_main_process:
+        SIGTERM_NOTE.wrap_handler()
+
+
+def report_stop(logfiles):
+    """At the end of a run that did not succeed: after SIGTERM, say so and whether a job failed.
+    When every job it started finished, end the run here with status 143, before Snakemake's
+    "At least one job did not complete successfully.": each job's outputs were settled when it
+    ended, and the exit passes through Snakemake's lock, which removes its lock files.
+    """
+    scheduler = workflow.scheduler
+    unfinished = unfinished_labels(
+        scheduler.failed, scheduler.running, scheduler.open_jobs
+    )
+    message = stop_message(SIGTERM_NOTE.pid, unfinished)
+    if message is None:
+        return
+    logger.error(message)
+    status = stop_status(SIGTERM_NOTE.pid, unfinished)
+    if status is not None:
+        if logfiles:
+            logger.info(f"Complete log(s): {', '.join(map(os.path.abspath, logfiles))}")
+        raise SystemExit(status)

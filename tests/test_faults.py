@@ -7,14 +7,16 @@ the failed hub load come last because they leave jobs to rerun."""
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pandas as pd
 import pytest
 import yaml
-from test_workflow import ENV, PROMPTS, kill_while_writing, snakemake, start_until_writing, tiny_config
+from test_workflow import ENV, PROMPTS, kill_while_writing, snakemake, snakemake_cmd, start_until_writing, tiny_config
 
 from shiftwork.models.prepare import prepared_dir
 
@@ -462,6 +464,68 @@ def test_a_live_run_keeps_its_locks(flow):
         holder.wait()
     assert clear_stale_locks(flow) == [locks / "0.input.lock"]
     assert not (locks / "0.input.lock").exists()
+
+
+def writing_started(proc: subprocess.Popen, target: Path, timeout: float = 600) -> bool:
+    """Wait until the job writing ``target`` has rows in its temporary sibling; False when
+    ``proc`` ended or ``timeout`` seconds passed first."""
+    deadline = time.time() + timeout
+    while time.time() < deadline and proc.poll() is None:
+        for tmp in target.parent.glob(f".{target.name}.*.tmp"):
+            try:
+                if tmp.stat().st_size > 0:
+                    return True
+            except FileNotFoundError:  # renamed into place meanwhile
+                pass
+        time.sleep(0.02)
+    return False
+
+
+def test_sigterm_lets_the_running_job_finish_and_the_same_command_continues(flow, baseline_tables, tmp_path):
+    """SIGTERM to the main Snakemake process alone while generate writes its table: that job
+    finishes and keeps its table, the job after it (score_axes) is not started, the run says it
+    was stopped and that no job failed (not Snakemake's "At least one job did not complete
+    successfully.") and exits with 143; the same command then runs score_axes alone and
+    finishes the run."""
+    generations = flow / "results/default/stability/generations" / MODEL / "tiny.parquet"
+    deltas = flow / "results/default/stability/deltas" / MODEL / "tiny.parquet"
+    generations.unlink()
+    deltas.unlink()
+    command = [str(deltas.relative_to(flow))]
+    log = tmp_path / "stopped.out"
+    with log.open("w") as out:
+        proc = subprocess.Popen(
+            snakemake_cmd(flow, *command), env=ENV, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+        )
+        try:
+            assert writing_started(proc, generations), "generate never started writing its output"
+            os.kill(proc.pid, signal.SIGTERM)  # the main process only, not its jobs
+            status = proc.wait(timeout=1800)
+        finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+    stopped = log.read_text()
+    assert status == 143, stopped[-3000:]
+    assert (
+        f"shiftwork: the run was stopped by SIGTERM (sent to the main Snakemake process, PID {proc.pid}); "
+        "no job failed. The jobs that were running were let finish and their outputs kept; the jobs "
+        "still waiting were not started. Run the same command again to continue." in stopped
+    ), stopped[-3000:]
+    assert "At least one job did not complete successfully." not in stopped
+    # the running job finished: its table is whole and the same as before; the next job never ran
+    pd.testing.assert_frame_equal(pd.read_parquet(generations), baseline_tables[str(generations.relative_to(flow))])
+    assert not deltas.exists()
+    assert not list(generations.parent.glob(".*.tmp"))
+    # Snakemake removed its locks, and generate's outputs count as done (a job left marked
+    # incomplete would be planned again: rerun-incomplete)
+    assert not list((flow / ".snakemake/locks").glob("*.lock"))
+    assert jobs_planned(flow, *command) == {("score_axes", f"model={MODEL}, dataset=tiny")}
+    rerun = snakemake(flow, *command)
+    assert rerun.returncode == 0, output_of(rerun)[-3000:]
+    assert "left by a run that was killed" not in output_of(rerun)
+    assert_same_tables(baseline_tables, tables(flow))
+    assert jobs_planned(flow) == set()
 
 
 def test_editing_the_dataset_reruns_what_depends_on_it(flow, baseline_tables):
