@@ -20,7 +20,12 @@ from shiftwork.integrity import (
 from shiftwork.models.checkpoint_source import is_checkpoint, with_origin
 from shiftwork.models.prepare import INFO_FILE, preparation, prepared_dir
 from shiftwork.organisms.config import organism_runs
-from shiftwork.staleness import check_staleness, rule_params_digest, stale_tables
+from shiftwork.staleness import (
+    check_staleness,
+    not_forced,
+    rule_params_digest,
+    stale_tables,
+)
 from shiftwork.stopping import (
     SigtermNote,
     stop_message,
@@ -168,6 +173,9 @@ def check_before_run():
         output_tables("results", OUT),
         lambda path, rule: rule_params_digest(workflow, path, rule),
         lambda path: bool(job_record(path)),
+    )
+    found = not_forced(
+        found, workflow.dag_settings.forcerun, workflow.dag_settings.forceall
     )
     for warning in check_staleness(found, configfiles):
         logger.warning(f"shiftwork: {warning}")

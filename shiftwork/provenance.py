@@ -8,6 +8,7 @@ import json
 import sys
 from collections.abc import Mapping
 from importlib import metadata
+from pathlib import Path
 from typing import Any
 
 from shiftwork.codebase import CHECKOUT, checkout_state, loaded_files
@@ -79,13 +80,25 @@ def running_job() -> Any:
     return job if hasattr(job, "rule") and hasattr(job, "params") else None
 
 
+def job_script(rule: str) -> Path | None:
+    """The checkout's script the running job executes: Snakemake runs a copy named
+    ``tmpXXXXXXXX.NAME.py`` (NAME may differ from the rule's: ``use rule ... as``), else
+    ``scripts/RULE.py``."""
+    copy = Path(getattr(sys.modules.get("__main__"), "__file__", None) or "x").name
+    names = [copy.split(".", 1)[1]] if copy.startswith("tmp") and copy.count(".") >= 2 else []
+    for name in [*names, f"{rule}.py"]:
+        if (CHECKOUT / "scripts" / name).is_file():
+            return (CHECKOUT / "scripts" / name).resolve()
+    return None
+
+
 def code_and_job() -> dict[str, Any]:
     """What a table records of the code that made it (the checkout's commit, whether it was
     dirty, and a digest of every ``shiftwork`` file the process imported and of the job's
     script) and of the job (its rule and a digest of its params)."""
     job = running_job()
-    script = CHECKOUT / "scripts" / f"{job.rule}.py" if job is not None else None
-    extra = (script.resolve(),) if script is not None and script.exists() else ()
+    script = job_script(job.rule) if job is not None else None
+    extra = (script,) if script is not None else ()
     record: dict[str, Any] = {"code": {**checkout_state(), "files": loaded_files(extra)}}
     if job is not None:
         record["job"] = {"rule": job.rule, "params": params_digest(job.params)}

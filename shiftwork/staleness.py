@@ -96,6 +96,13 @@ def stale_tables(
     return found
 
 
+def not_forced(found: list[Stale], forcerun: Iterable[str] = (), forceall: bool = False) -> list[Stale]:
+    """The stale tables this run does not rebuild anyway: ``--forceall`` rebuilds every one,
+    ``--forcerun`` the tables and rules it names."""
+    forced = {str(f) for f in forcerun}
+    return [] if forceall else [s for s in found if s.rule not in forced and str(s.path) not in forced]
+
+
 def stale_report(found: list[Stale], configfiles: Iterable[str | os.PathLike] = ()) -> str:
     """The message that stops a run over ``found``, with the command that rebuilds them."""
     lines = [f"{len(found)} table(s) were made by other code or settings than this run's, so nothing was run:"]

@@ -152,3 +152,28 @@ def test_a_merged_table_records_the_merge_job_not_the_shards(tmp_path):
     prov = read_provenance(tmp_path / "all.parquet")
     assert "job" not in prov  # this process runs no Snakemake job
     assert "x.py" not in prov["code"]["files"] and "shiftwork/stability/steps.py" in prov["code"]["files"]
+
+
+def test_what_the_run_is_forced_to_rebuild_does_not_stop_it():
+    found = [
+        staleness.Stale(Path("results/default/a.parquet"), "generate", "code", True),
+        staleness.Stale(Path("results/default/b.parquet"), "score_axes", "code", True),
+        staleness.Stale(Path("results/default/c.parquet"), "aggregate", "code", True),
+    ]
+    assert staleness.not_forced(found, ["generate", "results/default/b.parquet"]) == found[2:]
+    assert staleness.not_forced(found, forceall=True) == []
+    assert staleness.not_forced(found) == found
+
+
+def test_the_job_script_is_the_one_snakemake_copied(monkeypatch):
+    """Snakemake runs a copy of the script named tmpXXXXXXXX.NAME.py; a rule made with `use rule
+    ... as` keeps its parent's script."""
+    import __main__
+
+    from shiftwork.provenance import job_script
+
+    monkeypatch.setattr(__main__, "__file__", ".snakemake/scripts/tmpab12_cd3.generate_responses.py", raising=False)
+    assert job_script("generate_model_responses") == REPO / "scripts" / "generate_responses.py"
+    monkeypatch.setattr(__main__, "__file__", "/usr/bin/python", raising=False)
+    assert job_script("score_axes") == REPO / "scripts" / "score_axes.py"
+    assert job_script("no_such_rule") is None
