@@ -3,6 +3,7 @@
 # input functions are at the top of its rule file.
 import os
 import re
+import sys
 
 from snakemake.logging import logger
 
@@ -22,6 +23,7 @@ from shiftwork.models.prepare import INFO_FILE, preparation, prepared_dir
 from shiftwork.organisms.config import organism_runs
 from shiftwork.staleness import (
     check_staleness,
+    forced_by_command_line,
     not_forced,
     rule_params_digest,
     stale_tables,
@@ -174,9 +176,7 @@ def check_before_run():
         lambda path, rule: rule_params_digest(workflow, path, rule),
         lambda path: bool(job_record(path)),
     )
-    found = not_forced(
-        found, workflow.dag_settings.forcerun, workflow.dag_settings.forceall
-    )
+    found = not_forced(found, *forced_by_command_line(sys.argv[1:]))
     for warning in check_staleness(found, configfiles):
         logger.warning(f"shiftwork: {warning}")
 

@@ -16,6 +16,7 @@ them; ``SHIFTWORK_ACCEPT_CODE=1`` keeps tables made by older code (with a warnin
 
 from __future__ import annotations
 
+import argparse
 import os
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -94,6 +95,17 @@ def stale_tables(
         elif not snakemake_knows(path) and (why := settings_difference(prov, params_now(path, rule))):
             found.append(Stale(path, rule, why, code=False))
     return found
+
+
+def forced_by_command_line(argv: list[str]) -> tuple[list[str], bool]:
+    """The rules and files Snakemake's command line ``argv`` forces to rerun (``--forcerun``/
+    ``-R``), and whether it forces all (``--forceall``/``-F``): the workflow is read before
+    Snakemake hands it these settings."""
+    parser = argparse.ArgumentParser(add_help=False)
+    parser.add_argument("--forcerun", "-R", nargs="*", default=[])
+    parser.add_argument("--forceall", "-F", action="store_true")
+    args, _ = parser.parse_known_args(argv)
+    return list(args.forcerun or []), bool(args.forceall)
 
 
 def not_forced(found: list[Stale], forcerun: Iterable[str] = (), forceall: bool = False) -> list[Stale]:

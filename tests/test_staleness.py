@@ -169,7 +169,6 @@ def test_the_job_script_is_the_one_snakemake_copied(monkeypatch):
     """Snakemake runs a copy of the script named tmpXXXXXXXX.NAME.py; a rule made with `use rule
     ... as` keeps its parent's script."""
     import __main__
-
     from shiftwork.provenance import job_script
 
     monkeypatch.setattr(__main__, "__file__", ".snakemake/scripts/tmpab12_cd3.generate_responses.py", raising=False)
@@ -177,3 +176,14 @@ def test_the_job_script_is_the_one_snakemake_copied(monkeypatch):
     monkeypatch.setattr(__main__, "__file__", "/usr/bin/python", raising=False)
     assert job_script("score_axes") == REPO / "scripts" / "score_axes.py"
     assert job_script("no_such_rule") is None
+
+
+def test_the_forced_rules_and_files_are_read_from_snakemakes_command_line():
+    read = staleness.forced_by_command_line
+    assert read(["--cores", "2", "all", "--forcerun", "generate", "results/a.parquet", "--configfile", "c.yaml"]) == (
+        ["generate", "results/a.parquet"],
+        False,
+    )
+    assert read(["-R", "score_axes", "-n"]) == (["score_axes"], False)
+    assert read(["--cores", "2", "-F"]) == ([], True)
+    assert read(["--cores", "2"]) == ([], False)
