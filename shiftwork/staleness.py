@@ -74,7 +74,8 @@ def rule_params_digest(workflow: Any, path: Path, rule_name: str) -> str | None:
         wildcards = rule.get_wildcards(str(path))
         inputs = rule.expand_input(wildcards)[0]
         outputs = rule.expand_output(wildcards)[0]
-        return params_digest(rule.expand_params(wildcards, inputs, outputs, None))
+        params = rule.expand_params(wildcards, inputs, outputs, None)  # Snakemake 9: (params, non-derived)
+        return params_digest(params[0] if isinstance(params, tuple) else params)
     except Exception:
         return None
 

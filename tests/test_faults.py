@@ -7,6 +7,7 @@ the failed hub load come last because they leave jobs to rerun."""
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -365,14 +366,17 @@ def test_killing_snakemake_alone_leaves_one_writer(flow, baseline_tables):
     command = str(target.relative_to(flow))
     main, writing = start_until_writing(flow, target)
     assert writing, "generate never started writing its output"
+    [orphan] = list(live_jobs(flow / "logs"))  # the job, by the lock it holds
+    # a stopped process keeps its lock: the job stays alive for the rerun, however fast it is
+    os.kill(orphan.pid, signal.SIGSTOP)
     os.kill(main.pid, signal.SIGKILL)  # the main process only: its job is orphaned
     main.wait()
-    [orphan] = list(live_jobs(flow / "logs"))
     rerun = snakemake(flow, command)
     assert rerun.returncode != 0
     assert f"  - PID {orphan.pid} on " in output_of(rerun), output_of(rerun)[-3000:]
     assert f"stop them with `kill {orphan.pid}`" in output_of(rerun)
     assert list(live_jobs(flow / "logs")) == [orphan]  # no second copy started
+    os.kill(orphan.pid, signal.SIGCONT)
     deadline = time.time() + 600
     while list(live_jobs(flow / "logs")) and time.time() < deadline:
         time.sleep(0.5)
@@ -423,6 +427,7 @@ def test_changed_settings_stop_the_run_without_snakemake_records(flow, config_ed
         config_edit(lambda cfg: cfg["stability"]["generation"].update(max_new_tokens=13))
         stopped = snakemake(flow)
     finally:
+        shutil.rmtree(metadata, ignore_errors=True)  # what the stopped run created afresh
         aside.rename(metadata)
     assert stopped.returncode != 0
     target = Path("results/default/stability/generations") / MODEL / "tiny.parquet"
