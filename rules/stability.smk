@@ -216,6 +216,7 @@ rule generate_api_responses:
         source=model_source,
         chat=model_chat,
         max_new_tokens=GENERATION["max_new_tokens"],
+        api_baseline=GENERATION["api_baseline"],
         cache=model_api_cache,
     script:
         "../scripts/generate_api_responses.py"
@@ -271,6 +272,7 @@ rule score_axes:
         encoder=AXES_ENCODER,
         encoder_spec=axes_encoder_spec,
         structural_baseline=STRUCTURAL["baseline"],
+        length_anchor=STRUCTURAL["length_anchor"],
         judge_batch_size=judge_batch_size,
         judge_api=judge_api,
         judge_cache=judge_cache,

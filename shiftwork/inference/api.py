@@ -215,10 +215,15 @@ def excerpt(text: str, secret: str | None, limit: int = EXCERPT_CHARS) -> str:
     return redact(flat, secret)
 
 
-def request_key(base_url: str, endpoint: str, body: Mapping[str, Any]) -> str:
-    """sha256 of the canonical JSON of everything that decides the reply (never the API key)."""
+def request_key(base_url: str, endpoint: str, body: Mapping[str, Any], draw: str | None = None) -> str:
+    """sha256 of the canonical JSON of everything that decides the reply (never the API key). A
+    ``draw`` tag (not sent) makes the same request a separate one, cached on its own: a fresh
+    draw of a reply an API may not give twice alike; without it the key is as it always was."""
+    request: dict[str, Any] = {"base_url": base_url.rstrip("/"), "endpoint": endpoint, "body": body}
+    if draw is not None:
+        request["draw"] = str(draw)
     text = json.dumps(
-        {"base_url": base_url.rstrip("/"), "endpoint": endpoint, "body": body},
+        request,
         sort_keys=True,
         separators=(",", ":"),
         ensure_ascii=False,
@@ -526,10 +531,11 @@ class ApiClient:
         )
         self.sleep(delay)
 
-    def _one(self, endpoint: str, body: dict[str, Any]) -> dict[str, Any]:
-        """The reply to one request: from the cache when a checked reply is there, else asked for
-        and, once it passes :func:`reply_problem`, cached."""
-        key = request_key(self.settings.base_url, endpoint, body)
+    def _one(self, endpoint: str, body: dict[str, Any], draw: str | None = None) -> dict[str, Any]:
+        """The reply to one request (the ``draw`` of it, see :func:`request_key`): from the cache
+        when a checked reply is there, else asked for and, once it passes :func:`reply_problem`,
+        cached."""
+        key = request_key(self.settings.base_url, endpoint, body, draw)
         if self.cache is not None and (hit := self.cache.get(key)) is not None:
             if (problem := reply_problem(hit, endpoint == CHAT_ENDPOINT)) is None:
                 self.stats.add(hits=1)
@@ -540,20 +546,27 @@ class ApiClient:
         reply = self._post(endpoint, body)
         self.stats.add(misses=1)
         if self.cache is not None:
-            self.cache.put(key, {"base_url": self.settings.base_url, "endpoint": endpoint, "body": body}, reply)
+            record = {"base_url": self.settings.base_url, "endpoint": endpoint, "body": body}
+            self.cache.put(key, record | ({"draw": str(draw)} if draw is not None else {}), reply)
         return reply
 
-    def replies(self, requests: Sequence[tuple[str, dict[str, Any]]]) -> list[dict[str, Any]]:
-        """The reply body of every (endpoint, body), in order; equal requests are sent once."""
-        keys = [request_key(self.settings.base_url, e, b) for e, b in requests]
+    def replies(
+        self, requests: Sequence[tuple[str, dict[str, Any]]], draws: Sequence[str | None] | None = None
+    ) -> list[dict[str, Any]]:
+        """The reply body of every (endpoint, body), in order; equal requests (of the same draw,
+        see :func:`request_key`) are sent once."""
+        tags = list(draws) if draws is not None else [None] * len(requests)
+        if len(tags) != len(requests):
+            raise ValueError(f"{len(tags)} draw tags for {len(requests)} requests")
+        keys = [request_key(self.settings.base_url, e, b, d) for (e, b), d in zip(requests, tags)]
         first = {k: i for i, k in reversed(list(enumerate(keys)))}
         todo = sorted(first.values())
         progress = Progress(f"{self.settings.name} requests", len(todo), "requests")
         if len(todo) <= 1 or self.settings.max_concurrency == 1:
-            got = list(tracked((self._one(*requests[i]) for i in todo), progress, size=lambda _: 1))
+            got = list(tracked((self._one(*requests[i], tags[i]) for i in todo), progress, size=lambda _: 1))
         else:
             with ThreadPoolExecutor(max_workers=min(self.settings.max_concurrency, len(todo))) as pool:
-                replies = pool.map(lambda i: self._one(*requests[i]), todo)
+                replies = pool.map(lambda i: self._one(*requests[i], tags[i]), todo)
                 got = list(tracked(replies, progress, size=lambda _: 1))
         by_key = {keys[i]: r for i, r in zip(todo, got)}
         return [by_key[k] for k in keys]
@@ -565,10 +578,12 @@ class ApiClient:
         logprobs: bool = False,
         seed: int | None = None,
         stop: Sequence[str] | None = None,
+        draws: Sequence[str | None] | None = None,
     ) -> list[ApiResult]:
-        """Greedy replies to chat messages (a chat model) or plain prompts (a base model)."""
+        """Greedy replies to chat messages (a chat model) or plain prompts (a base model); with
+        ``draws``, one tag per prompt: equal prompts with different tags are separate requests."""
         requests = [self.body(p, max_tokens, logprobs, seed, stop) for p in prompts]
-        return [parse_reply(r, self.settings.chat) for r in self.replies(requests)]
+        return [parse_reply(r, self.settings.chat) for r in self.replies(requests, draws)]
 
     def report(self) -> dict[str, int]:
         counts = self.stats.as_dict()

@@ -30,7 +30,8 @@ class Decoding:
     ``temperature`` (pure sampling, no top-k or top-p cut), seeded by ``seed`` (0 when None); an
     API is sent ``seed`` only when it is given. ``logprobs`` and
     ``stop`` are for an API backend: whether to ask for the top log-probabilities, and its stop
-    strings."""
+    strings; so is ``draws``, one tag per input (None for none): equal inputs with different tags
+    are separate requests, each cached on its own (a fresh draw of a reply an API may not repeat)."""
 
     max_new_tokens: int
     batch_size: int = 16
@@ -39,6 +40,7 @@ class Decoding:
     seed: int | None = None
     logprobs: bool = False
     stop: tuple[str, ...] | None = None
+    draws: tuple[str | None, ...] | None = None
 
 
 Backend = LoadedModel | VllmEngine | ApiClient
@@ -57,11 +59,13 @@ def generate(
     if isinstance(backend, ApiClient):
         _greedy_only(backend, decoding)
         stop = list(decoding.stop) if decoding.stop is not None else None
-        return backend.generate(inputs, decoding.max_new_tokens, decoding.logprobs, decoding.seed, stop)
+        return backend.generate(inputs, decoding.max_new_tokens, decoding.logprobs, decoding.seed, stop, decoding.draws)
     if isinstance(backend, VllmEngine):
         _greedy_only(backend, decoding)
+        _no_draws(backend, decoding)
         return backend.generate_all(inputs, decoding.max_new_tokens)
     if isinstance(backend, LoadedModel):
+        _no_draws(backend, decoding)
         if decoding.samples:
             return sample_all(backend, inputs, decoding, what)
         return generate_all(backend, inputs, decoding.max_new_tokens, decoding.batch_size, what)
@@ -71,6 +75,11 @@ def generate(
 def _greedy_only(backend: Backend, decoding: Decoding) -> None:
     if decoding.samples:
         raise ValueError(f"{type(backend).__name__} decodes greedily; sampling needs a model loaded in transformers")
+
+
+def _no_draws(backend: Backend, decoding: Decoding) -> None:
+    if decoding.draws is not None:
+        raise ValueError(f"{type(backend).__name__} decodes deterministically; draw tags are for an API backend")
 
 
 def sample_all(lm: LoadedModel, prompts: Sequence[str], decoding: Decoding, what: str = "sample") -> list[list[str]]:

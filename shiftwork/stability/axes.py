@@ -2,15 +2,19 @@
 
 For prompt ``i`` with baseline reply ``r_0`` and a variant ``v`` with reply ``r_v``:
 
-* ``Act``  = act_cos(v) - 1 (hidden-state cosine to the baseline, averaged over layers)
+* ``Act``  = act_cos(v) - 1 (hidden-state cosine to the baseline, averaged over layers, or the
+  last layer's with ``act_layers: last``)
 * ``BLEU`` = BLEU(r_v, r_0) - BLEU(r_0, r_0): ``sentence`` BLEU (effective order, the default)
   scores any non-empty reply 100 against itself, so this is BLEU(r_v, r_0) - 100; the method's
   one-pair ``corpus`` BLEU scores a reply of under four tokens 0 against itself
 * ``BERT`` = BERTScore F1(r_v, r_0) - 1 (``raw``), or ``rescaled``: clip((F1 - b) / (1 - b), 0, 1) - 1
 * ``Prob`` = logprob(r_0 | v) - logprob(r_0 | baseline)
 * ``Ent``  = entropy(v) - entropy(baseline) (mean next-token entropy over r_0's positions)
-* ``MR``   = mirroring(r_v, r_0) - mirroring(r_0, r_0) for the variant's family/kind/strength, or
-  the judge's verdict on the pair (register and form, with a judge)
+* ``MR``   = mirroring(r_v, r_0) - mirroring(r_0, r_0) for the variant's family/kind/strength
+  (a length variant: see ``length_mirroring``), or the judge's verdict on the pair (register and
+  form, with a judge)
+
+How each is defined where the method and shiftwork differ is a named option (:class:`AxisRules`).
 
 Every delta is 0 when nothing changed: baseline rows are set to exactly 0, identical replies give
 BLEU = BERT = 0 exactly, and identical model inputs give Act = Prob = Ent = 0 exactly.
@@ -32,8 +36,8 @@ import sacrebleu
 
 from shiftwork.stability.gate import estimate_baseline
 from shiftwork.stability.judge import is_judged
-from shiftwork.stability.mirroring import mirroring
-from shiftwork.stability.variants.structural import ANCHOR_STRENGTH, BASELINES
+from shiftwork.stability.mirroring import LENGTH_MIRRORING, length_mirroring_delta, mirroring
+from shiftwork.stability.variants.structural import BASELINES, LENGTH_ANCHORS, anchor_strengths
 
 AXES: tuple[str, ...] = ("Act", "BLEU", "BERT", "Prob", "Ent", "MR")
 KEY: list[str] = ["model", "dataset", "prompt_id", "variant_id"]
@@ -54,6 +58,8 @@ OUTPUT_COLUMNS: list[str] = [*META_COLUMNS, *AXES, "flipped"]
 BertF1 = Callable[[list[str], list[str]], np.ndarray]
 BLEU_DEFINITIONS: tuple[str, ...] = ("sentence", "corpus")
 BERT_SCALES: tuple[str, ...] = ("raw", "rescaled")
+ACT_LAYERS: tuple[str, ...] = ("mean", "last")
+EMPTY_BASELINES: tuple[str, ...] = ("floor", "zero")
 # the probe column each model-side axis is computed from
 PROBE_AXES: dict[str, str] = {"Act": "act_cos", "Prob": "logprob", "Ent": "entropy"}
 
@@ -172,6 +178,49 @@ def _observable(df: pd.DataFrame) -> dict[str, bool]:
     return out
 
 
+@dataclass(frozen=True)
+class AxisRules:
+    """How each delta is defined, one named option each (the keys of ``stability.axes`` and
+    ``stability.variants.structural`` they come from are in the schema):
+
+    * ``structural_baseline``: ``rewrite`` or ``original`` (see :func:`anchor_structural`);
+      ``length_anchor``: ``rewrite`` (the 1.0x rewrite) or ``original`` (the prompt itself);
+    * ``bleu``: :func:`bleu_score`'s definition; ``bert_b``: the rescale baseline of the BERT
+      axis, None for the raw F1 - 1;
+    * ``noise_detector``: the surface-noise mirroring rule; ``length_mirroring``: see
+      :func:`shiftwork.stability.mirroring.length_mirroring_delta`;
+    * ``empty_baseline``: ``floor`` (an empty baseline reply scores the floor against any
+      reply: BLEU -100 with ``sentence``, BERT -1) or ``zero`` (see :func:`zero_against_empty`);
+    * ``act_layers``: ``mean`` (the cosine averaged over layers) or ``last`` (the last layer's,
+      :func:`last_layer_cosine`).
+    """
+
+    structural_baseline: str = "original"
+    bleu: str = "sentence"
+    bert_b: float | None = None
+    noise_detector: str = "margin"
+    length_anchor: str = "rewrite"
+    length_mirroring: str = "at_multiple"
+    empty_baseline: str = "floor"
+    act_layers: str = "mean"
+
+
+def check_rules(rules: AxisRules) -> None:
+    """ValueError naming the option of ``rules`` that holds a value it does not know."""
+    known = {
+        "structural_baseline": ("stability.variants.structural.baseline", BASELINES),
+        "length_anchor": ("stability.variants.structural.length_anchor", LENGTH_ANCHORS),
+        "bleu": ("stability.axes.bleu", BLEU_DEFINITIONS),
+        "length_mirroring": ("stability.axes.length_mirroring", LENGTH_MIRRORING),
+        "empty_baseline": ("stability.axes.empty_baseline", EMPTY_BASELINES),
+        "act_layers": ("stability.axes.act_layers", ACT_LAYERS),
+    }
+    for field, (key, values) in known.items():
+        value = getattr(rules, field)
+        if value not in values:
+            raise ValueError(f"{key} must be one of {list(values)}, got {value!r}")
+
+
 def axis_deltas(
     generations: pd.DataFrame,
     probes: pd.DataFrame,
@@ -182,13 +231,21 @@ def axis_deltas(
     bert_b: float | None = None,
     noise_detector: str = "margin",
 ) -> pd.DataFrame:
-    """One row per variant (baselines included) with the six signed deltas and a ``flipped`` flag.
+    """:func:`variant_deltas` with these four rules and the others at their defaults."""
+    rules = AxisRules(structural_baseline, bleu, bert_b, noise_detector)
+    return variant_deltas(generations, probes, bert_f1, judge, rules)
 
-    ``noise_detector`` picks the surface-noise mirroring rule (see
-    :func:`shiftwork.stability.mirroring.mirroring`). ``bleu`` picks the BLEU definition (see
-    :func:`bleu_score`); with ``bert_b`` the BERT axis is :func:`rescaled_bert_delta` of the F1
-    with that baseline, else the raw F1 - 1. An axis whose probe column is missing on every row
-    comes out NaN on every row (see the module docstring).
+
+def variant_deltas(
+    generations: pd.DataFrame,
+    probes: pd.DataFrame,
+    bert_f1: BertF1,
+    judge: Callable[[pd.DataFrame], Sequence[int]] | None = None,
+    rules: AxisRules | None = None,
+) -> pd.DataFrame:
+    """One row per variant (baselines included) with the six signed deltas and a ``flipped`` flag,
+    each delta as ``rules`` define it (:class:`AxisRules`; its defaults when None). An axis whose
+    probe column is missing on every row comes out NaN on every row (see the module docstring).
 
     ``bert_f1(candidates, references)`` returns BERTScore F1 per pair; it is called once, with
     every (r_v, r_0) pair whose stripped texts differ, and not at all if there is none.
@@ -196,39 +253,59 @@ def axis_deltas(
     (original, variant) pairs -> one 0/1 verdict per pair, see :mod:`shiftwork.stability.judge`),
     register and sentence-form mirroring are the judge's verdicts instead of the rule-based
     detectors; generations then need their ``text`` column (the prompt each reply answered).
+    Where the generations hold a ``baseline_response`` column (an API model whose baseline reply
+    is asked for again for every row), that reply is the row's r_0 (:func:`own_baselines`).
 
     With ``structural_baseline="rewrite"`` (the method's anchoring, see
     :mod:`shiftwork.stability.variants.structural`) a structural variant's six deltas are its
     deltas against the original minus those of its anchor rewrite of the same prompt (the 1.0x
-    length rewrite; the interrogative form rewrite), ``flipped`` compares its reply with the
-    anchor's, and the anchor rows themselves are left out (they are not variants).
+    length rewrite, unless ``length_anchor`` is ``original``; the interrogative form rewrite),
+    ``flipped`` compares its reply with the anchor's, and the anchor rows themselves are left out
+    (they are not variants).
 
-    Raises ValueError if a column is missing, a (model, dataset, prompt_id, variant_id) key is
-    duplicated, a generation has no probe row, a prompt has no or several baseline rows, or a
-    probe column is missing on some rows only.
+    Raises ValueError if a rule has an unknown value, a column is missing, a (model, dataset,
+    prompt_id, variant_id) key is duplicated, a generation has no probe row, a prompt has no or
+    several baseline rows, or a probe column is missing on some rows only.
     """
-    if bleu not in BLEU_DEFINITIONS:
-        raise ValueError(f"stability.axes.bleu must be one of {list(BLEU_DEFINITIONS)}, got {bleu!r}")
-    if structural_baseline not in BASELINES:
-        raise ValueError(f"structural_baseline must be one of {BASELINES}, got {structural_baseline!r}")
-    pairs = paired_rows(generations, probes)
+    rules = rules or AxisRules()
+    check_rules(rules)
+    pairs = paired_rows(generations, with_act_layers(probes, rules.act_layers))
     deltas = {
         "Act": probe_delta(pairs, "Act"),
-        "BLEU": bleu_deltas(pairs, bleu),
-        "BERT": bert_deltas(pairs, bert_f1, bert_b),
+        "BLEU": bleu_deltas(pairs, rules.bleu, rules.empty_baseline),
+        "BERT": bert_deltas(pairs, bert_f1, rules.bert_b, rules.empty_baseline),
         "Prob": probe_delta(pairs, "Prob"),
         "Ent": probe_delta(pairs, "Ent"),
-        "MR": mirroring_deltas(pairs, judge, noise_detector),
+        "MR": mirroring_deltas(pairs, judge, rules.noise_detector, rules.length_mirroring),
     }
     flipped = pairs.changed.copy()
     keep = np.ones(len(pairs.df), dtype=bool)
-    if structural_baseline == "rewrite":
-        keep = anchor_structural(pairs, deltas, flipped)
+    if rules.structural_baseline == "rewrite":
+        keep = anchor_structural(pairs, deltas, flipped, rules.length_anchor)
     out = pairs.df[META_COLUMNS].copy()
     for axis in AXES:
         out[axis] = deltas[axis]
     out["flipped"] = flipped
     return out.loc[keep, OUTPUT_COLUMNS].reset_index(drop=True)
+
+
+def last_layer_cosine(layers: object) -> float:
+    """The last-prompt-token cosine at the last layer (``hidden_states[-1]``, as the method's
+    ``get_layer_activations_batch(layer_idx=-1)`` reads it) from a row's per-layer cosines; NaN
+    where none are recorded (an API model)."""
+    if layers is None or (isinstance(layers, float) and np.isnan(layers)):
+        return float("nan")
+    values = np.asarray(layers, dtype=np.float64).ravel()
+    return float(values[-1]) if values.size else float("nan")
+
+
+def with_act_layers(probes: pd.DataFrame, act_layers: str) -> pd.DataFrame:
+    """``probes`` with ``act_cos`` as the Act axis reads it: as stored (the mean over layers), or
+    with ``last`` the last layer's cosine (:func:`last_layer_cosine`; needs ``act_cos_layers``)."""
+    if act_layers == "mean":
+        return probes
+    _require(probes, ["act_cos_layers"], "probes (for stability.axes.act_layers: last)")
+    return probes.assign(act_cos=[last_layer_cosine(x) for x in probes["act_cos_layers"]])
 
 
 @dataclass(frozen=True)
@@ -255,9 +332,9 @@ def _validated(generations: pd.DataFrame, probes: pd.DataFrame) -> tuple[pd.Data
     """The columns the axes read, after checking columns, duplicate keys and reply types."""
     _require(generations, GENERATION_COLUMNS, "generations")
     _require(probes, PROBE_COLUMNS, "probes")
-    extra = ["text"] if "text" in generations.columns else []
+    extra = [c for c in ("text", "baseline_response") if c in generations.columns]
     gen = generations[GENERATION_COLUMNS + extra].reset_index(drop=True)
-    prb = probes[PROBE_COLUMNS]
+    prb = probes[PROBE_COLUMNS + [c for c in ("baseline_entropy",) if c in probes.columns]]
     for frame, name in ((gen, "generations"), (prb, "probes")):
         dup = frame.duplicated(KEY, keep=False)
         if dup.any():
@@ -313,12 +390,25 @@ def paired_rows(generations: pd.DataFrame, probes: pd.DataFrame) -> Pairs:
             "entropy": "base_entropy",
         }
     )
-    df = df.merge(base, on=PROMPT_KEY, how="left", validate="many_to_one")
+    df = own_baselines(df.merge(base, on=PROMPT_KEY, how="left", validate="many_to_one"))
     r_v = df["response"].tolist()
     r_0 = df["base_response"].tolist()
     same_text = np.array([a.strip() == b.strip() for a, b in zip(r_v, r_0)], dtype=bool)
     same_input = (df["model_input"] == df["base_input"]).to_numpy() | is_base
     return Pairs(df, is_base, r_v, r_0, same_text, same_input, observable)
+
+
+def own_baselines(df: pd.DataFrame) -> pd.DataFrame:
+    """Rows joined with their baseline row (``base_*`` columns), where a row holds its own draw of
+    the baseline reply (``baseline_response``; ``baseline_entropy`` in its probes), as the method
+    asks a closed model for the baseline reply again on every row (``run_closed_models.py``):
+    that draw stands in for the baseline row's reply and entropy."""
+    out = df
+    for own, base in (("baseline_response", "base_response"), ("baseline_entropy", "base_entropy")):
+        if own in out.columns:
+            given = out[own].notna()
+            out = out.assign(**{base: out[base].where(~given, out[own])})
+    return out
 
 
 def probe_delta(pairs: Pairs, axis: str) -> np.ndarray:
@@ -334,16 +424,27 @@ def probe_delta(pairs: Pairs, axis: str) -> np.ndarray:
     return delta
 
 
-def bleu_deltas(pairs: Pairs, bleu: str) -> np.ndarray:
-    """The BLEU axis (:func:`_bleu_delta`) of each changed reply; 0 elsewhere."""
+def zero_against_empty(delta: np.ndarray, r_0: Sequence[str]) -> np.ndarray:
+    """``delta`` with 0 where the baseline reply is empty (whitespace only): the method's scores of
+    such a row. Its corpus BLEU and bert-score give an empty reference 0 against any reply and
+    against itself, so its delta, the variant's score minus the baseline row's, is 0 - 0."""
+    out = np.array(delta, dtype=np.float64)
+    out[np.array([not r.strip() for r in r_0], dtype=bool)] = 0.0
+    return out
+
+
+def bleu_deltas(pairs: Pairs, bleu: str, empty_baseline: str = "floor") -> np.ndarray:
+    """The BLEU axis (:func:`_bleu_delta`) of each changed reply; 0 elsewhere, and with
+    ``empty_baseline`` ``zero`` where r_0 is empty (:func:`zero_against_empty`)."""
     delta = np.zeros(len(pairs.df), dtype=np.float64)
     for i in np.flatnonzero(pairs.changed):
         delta[i] = _bleu_delta(pairs.r_v[i], pairs.r_0[i], bleu)
-    return delta
+    return zero_against_empty(delta, pairs.r_0) if empty_baseline == "zero" else delta
 
 
-def bert_deltas(pairs: Pairs, bert_f1: BertF1, bert_b: float | None) -> np.ndarray:
-    """The BERT axis of each changed reply (one call of ``bert_f1`` for all); 0 elsewhere."""
+def bert_deltas(pairs: Pairs, bert_f1: BertF1, bert_b: float | None, empty_baseline: str = "floor") -> np.ndarray:
+    """The BERT axis of each changed reply (one call of ``bert_f1`` for all); 0 elsewhere, and with
+    ``empty_baseline`` ``zero`` where r_0 is empty (:func:`zero_against_empty`)."""
     delta = np.zeros(len(pairs.df), dtype=np.float64)
     idx = np.flatnonzero(pairs.changed)
     if len(idx):
@@ -351,14 +452,18 @@ def bert_deltas(pairs: Pairs, bert_f1: BertF1, bert_b: float | None) -> np.ndarr
         if f1.shape != (len(idx),):
             raise ValueError(f"bert_f1 returned shape {f1.shape} for {len(idx)} pairs; expected ({len(idx)},)")
         delta[idx] = f1 - 1.0 if bert_b is None else rescaled_bert_delta(f1, bert_b)
-    return delta
+    return zero_against_empty(delta, pairs.r_0) if empty_baseline == "zero" else delta
 
 
 def mirroring_deltas(
-    pairs: Pairs, judge: Callable[[pd.DataFrame], Sequence[int]] | None, noise_detector: str
+    pairs: Pairs,
+    judge: Callable[[pd.DataFrame], Sequence[int]] | None,
+    noise_detector: str,
+    length_mirroring: str = "at_multiple",
 ) -> np.ndarray:
-    """The MR axis: the rule-based mirroring delta of each variant, or the judge's verdict on the
-    pairs it judges (register and form, with a judge); 0 on baselines."""
+    """The MR axis: the rule-based mirroring delta of each variant (a length variant's by
+    :func:`~shiftwork.stability.mirroring.length_mirroring_delta` with ``length_mirroring``), or
+    the judge's verdict on the pairs it judges (register and form, with a judge); 0 on baselines."""
     df, is_base, r_v, r_0 = pairs.df, pairs.is_base, pairs.r_v, pairs.r_0
     mr = np.zeros(len(df), dtype=np.float64)
     fam, kind, strength = df["family"].tolist(), df["kind"].tolist(), df["strength"].tolist()
@@ -366,6 +471,9 @@ def mirroring_deltas(
     if judge is not None:
         judged = np.array([not b and is_judged(f, k) for b, f, k in zip(is_base, fam, kind)], dtype=bool)
     for i in np.flatnonzero(~is_base & ~judged):
+        if (fam[i], kind[i]) == ("structural", "length"):
+            mr[i] = length_mirroring_delta(r_v[i], r_0[i], strength[i], length_mirroring)
+            continue
         mr[i] = mirroring(r_v[i], r_0[i], fam[i], kind[i], strength[i], noise_detector) - mirroring(
             r_0[i], r_0[i], fam[i], kind[i], strength[i], noise_detector
         )
@@ -397,11 +505,14 @@ def _judge_pairs(pairs: Pairs, rows: np.ndarray) -> pd.DataFrame:
     )
 
 
-def anchor_structural(pairs: Pairs, deltas: dict[str, np.ndarray], flipped: np.ndarray) -> np.ndarray:
+def anchor_structural(
+    pairs: Pairs, deltas: dict[str, np.ndarray], flipped: np.ndarray, length_anchor: str = "rewrite"
+) -> np.ndarray:
     """The method's anchoring of structural variants, in place: each delta minus its anchor
     rewrite's (exactly 0 where the reply, or for the model-side axes the input, is the anchor's),
-    ``flipped`` against the anchor's reply. Returns the mask of rows to keep (not the anchors)."""
-    rows, anchors, is_anchor = _anchor_rows(pairs.df)
+    ``flipped`` against the anchor's reply; with ``length_anchor`` ``original`` length variants keep
+    their deltas against the original prompt. Returns the mask of rows to keep (not the anchors)."""
+    rows, anchors, is_anchor = _anchor_rows(pairs.df, length_anchor)
     for arr in deltas.values():
         arr[rows] = arr[rows] - arr[anchors]
     r_v = pairs.r_v
@@ -417,15 +528,17 @@ def anchor_structural(pairs: Pairs, deltas: dict[str, np.ndarray], flipped: np.n
     return ~is_anchor
 
 
-def _anchor_rows(df: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _anchor_rows(df: pd.DataFrame, length_anchor: str = "rewrite") -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Positions of the structural variants measured against an anchor, of their anchors, and
-    the mask of anchor rows.
+    the mask of anchor rows (the kinds :func:`~shiftwork.stability.variants.structural.anchor_strengths`
+    anchors).
 
     Raises ValueError naming the prompts whose structural variants lack their anchor rewrite."""
-    structural = (df["family"] == "structural").to_numpy()
+    strength_of = anchor_strengths(length_anchor)
     kinds = df["kind"].to_numpy()
+    structural = (df["family"] == "structural").to_numpy() & np.isin(kinds, list(strength_of))
     strengths = df["strength"].to_numpy(dtype=np.float64)
-    anchor_strength = np.array([ANCHOR_STRENGTH.get(k, np.nan) for k in kinds], dtype=np.float64)
+    anchor_strength = np.array([strength_of.get(k, np.nan) for k in kinds], dtype=np.float64)
     is_anchor = structural & (strengths == anchor_strength)
     keys = [*PROMPT_KEY, "kind"]
     where = {tuple(k): i for k, i in zip(df.loc[is_anchor, keys].itertuples(index=False), np.flatnonzero(is_anchor))}

@@ -29,7 +29,8 @@ class GenerateJob:
 class ApiJob:
     """One generate job for a model behind an OpenAI-compatible API: its ``source`` (the config's
     ``openai_compatible`` mapping), whether it is a chat model, the reply length, the response
-    cache, which shard of the prompts it answers and the seed sent with each request (if any)."""
+    cache, which shard of the prompts it answers, the seed sent with each request (if any), and
+    whether the baseline reply is asked for ``once`` or again for every row (``per_row``)."""
 
     source: Mapping[str, Any]
     chat: bool
@@ -38,6 +39,7 @@ class ApiJob:
     shard: int = 0
     n_shards: int = 1
     seed: int | None = None
+    baseline: str = "once"
 
 
 @dataclass(frozen=True)
@@ -57,7 +59,8 @@ class TextModel:
 @dataclass(frozen=True)
 class AxesJob:
     """One score_axes job: the axes' settings, the BERT axis's encoder (name and spec), the judge
-    if any, the structural baseline and the seed of an ``auto`` BERT rescale baseline."""
+    if any, the structural baseline and length anchor, and the seed of an ``auto`` BERT rescale
+    baseline."""
 
     axes: AxesSettings
     encoder_name: str
@@ -65,3 +68,4 @@ class AxesJob:
     judge: TextModel | None = None
     structural_baseline: str = "rewrite"
     seed: int = 0
+    length_anchor: str = "rewrite"

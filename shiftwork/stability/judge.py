@@ -133,6 +133,55 @@ def judge_pairs(pairs: pd.DataFrame, complete: Complete) -> pd.DataFrame:
     return out
 
 
+# the method's politeness cues (utils/metrics.py, _POLITE_CUES), matched as substrings of the
+# lower-cased reply; "if it’s not too much trouble" with the typographic apostrophe, as there
+POLITENESS_CUES: tuple[str, ...] = (
+    "please",
+    "thank",
+    "thanks",
+    "appreciate",
+    "sorry",
+    "apolog",
+    "kindly",
+    "would you",
+    "could you",
+    "if you don't mind",
+    "if it’s not too much trouble",
+    "happy to",
+    "glad to",
+    "certainly",
+    "of course",
+)
+
+
+def politeness_cues(text: str) -> int:
+    """How many of :data:`POLITENESS_CUES` occur in ``text`` (lower-cased), each counted once."""
+    lowered = (text or "").lower()
+    return sum(cue in lowered for cue in POLITENESS_CUES)
+
+
+def cue_guarded(verdict: int, family: str, original_reply: str, variant_reply: str) -> int:
+    """The method's guard on a judged register verdict: a YES becomes NO when neither reply holds
+    a politeness cue (:func:`politeness_cues`), since a tone shift with no sign of courtesy on
+    either side is taken for a random YES. Other families and NO verdicts pass unchanged."""
+    if family != "register" or not verdict:
+        return verdict
+    return int(politeness_cues(original_reply) > 0 or politeness_cues(variant_reply) > 0)
+
+
+def guard_judgments(table: pd.DataFrame) -> pd.DataFrame:
+    """A :func:`judge_pairs` table with :func:`cue_guarded` applied to every verdict, and a column
+    ``cue_guard``, True where it turned a YES into NO."""
+    guarded = [
+        cue_guarded(int(v), f, a, b)
+        for v, f, a, b in zip(table["verdict"], table["family"], table["original_reply"], table["variant_reply"])
+    ]
+    out = table.copy()
+    out["cue_guard"] = (out["verdict"].to_numpy() == 1) & (np.asarray(guarded) == 0)
+    out["verdict"] = np.asarray(guarded, dtype=np.int64)
+    return out
+
+
 def local_completer(lm, batch_size: int = 16, max_new_tokens: int = 4) -> Complete:
     """A judge on a prepared local model: greedy, a few tokens, chat template when it has one."""
     from shiftwork.inference.engine import Decoding, generate

@@ -315,6 +315,29 @@ def length_mirrors(response: str, baseline_response: str, multiple: float, toler
     return int(abs(ratio - mult) <= tol * mult + LENGTH_EPS)
 
 
+# what the baseline reply's own length verdict is taken at in a length variant's MR delta
+LENGTH_MIRRORING: tuple[str, ...] = ("at_multiple", "at_one")
+
+
+def length_mirroring_delta(response: str, baseline_response: str, multiple: float, level: str = "at_multiple") -> int:
+    """MR delta of a length variant at ``multiple``: its reply's :func:`length_mirrors` verdict
+    against ``baseline_response``, minus the baseline reply's verdict against itself.
+
+    ``at_multiple`` takes the baseline reply's verdict at the variant's multiple, which it never
+    meets (a ratio of 1 lies outside m (1 +/- 0.25) for every multiple of the grid): the delta is
+    the variant's verdict, 0 or 1. ``at_one`` takes it at the 1.0 level, as the method's delta
+    subtracts its baseline row, the 1.0 length level (``utils/compute_delta_metrics.py``, baseline
+    strength 1.0 for length): a non-empty baseline reply meets it, so the delta is the variant's
+    verdict minus 1, -1 or 0.
+    """
+    if level not in LENGTH_MIRRORING:
+        raise ValueError(f"stability.axes.length_mirroring must be one of {list(LENGTH_MIRRORING)}, got {level!r}")
+    own = 1.0 if level == "at_one" else multiple
+    return length_mirrors(response, baseline_response, multiple) - length_mirrors(
+        baseline_response, baseline_response, own
+    )
+
+
 def _first_sentence(text: str) -> str:
     """Text up to and including the first ``.``/``!``/``?`` followed by whitespace or the end,
     or up to the first line break, whichever comes first."""

@@ -156,13 +156,21 @@ def sample(df: pd.DataFrame, n: int, seed: int, sampler: str = "choice") -> pd.D
     return df.iloc[keep].reset_index(drop=True)
 
 
-def subsample(df: pd.DataFrame, n: int, seed: int) -> pd.DataFrame:
-    """``n`` of the sampled rows, as the method narrows TruthfulQA from its 128-prompt sample to 16:
-    ``sorted(default_rng(seed).choice(positions, n, replace=False))``, positions in sample order."""
-    if n >= len(df):
+def subsample(df: pd.DataFrame, n: int, seed: int, within: int | None = None) -> pd.DataFrame:
+    """``n`` of the sampled rows, as the method narrows TruthfulQA to 16 prompts
+    (``utils/sgs_core.py``, ``subsample_truthful_qa``): ``sorted(default_rng(seed).choice(pool, n,
+    replace=False))``, positions in sample order. The pool is the positions every model of the
+    method ran, the first ``within`` rows of the sample (its closed models ran the first 16 of
+    the shuffle its open models ran 128 of); every row when ``within`` is None, and then all rows
+    where ``n`` is not smaller than the sample. Raises ValueError when the first ``within`` rows
+    are fewer than ``n``."""
+    if within is None and n >= len(df):
         return df.reset_index(drop=True)
+    pool = np.arange(len(df) if within is None else min(int(within), len(df)))
+    if n > len(pool):
+        raise ValueError(f"a subsample of {n} rows cannot be drawn from the first {len(pool)} rows of the sample")
     rng = np.random.default_rng(seed)
-    keep = sorted(rng.choice(np.arange(len(df)), size=n, replace=False).tolist())
+    keep = sorted(rng.choice(pool, size=n, replace=False).tolist())
     return df.iloc[keep].reset_index(drop=True)
 
 
@@ -189,7 +197,13 @@ def load_prompts(name: str, spec: Mapping[str, Any], root: str | Path = ".") -> 
     if sub:
         if int(sub["n"]) > n:
             raise DatasetError(f"dataset '{name}': subsample.n = {sub['n']} is larger than n = {n}")
-        table = subsample(table, int(sub["n"]), int(sub["seed"]))
+        within = sub.get("within")
+        if within is not None and int(sub["n"]) > min(int(within), n):
+            raise DatasetError(
+                f"dataset '{name}': subsample.n = {sub['n']} is larger than the {min(int(within), n)} rows "
+                f"it is drawn from (subsample.within = {within}, n = {n})"
+            )
+        table = subsample(table, int(sub["n"]), int(sub["seed"]), within)
     check_sampled_prompts(name, table, spec)
     return table
 

@@ -17,3 +17,7 @@ class AxesSettings(Section, section=("stability", "axes"), exclude=("encoder", "
     bleu: str
     bert_scale: str
     bert_baseline: float | str
+    length_mirroring: str
+    empty_baseline: str
+    act_layers: str
+    judge_cue_guard: bool

@@ -26,6 +26,7 @@ from shiftwork.models.loading import load_prepared, load_tokenizer
 from shiftwork.models.prepare import read_info
 from shiftwork.provenance import code_and_job, make_provenance
 from shiftwork.reports.tables import to_markdown
+from shiftwork.schema import section_defaults
 from shiftwork.stability import axes as axes_mod
 from shiftwork.stability import gate as gate_mod
 from shiftwork.stability import stats
@@ -33,7 +34,7 @@ from shiftwork.stability.api_generation import api_responses, api_weight_digest
 from shiftwork.stability.figures import preservation_plot, radar_plot, strength_plot
 from shiftwork.stability.gate_report import gate_markdown, gate_overview
 from shiftwork.stability.jobs import ApiJob, AxesJob, GenerateJob, TextModel
-from shiftwork.stability.judge import api_completer, judge_pairs, local_completer, validation_sample
+from shiftwork.stability.judge import api_completer, guard_judgments, judge_pairs, local_completer, validation_sample
 from shiftwork.stability.prompts import load_prompts
 from shiftwork.stability.report import (
     family_plot,
@@ -43,6 +44,7 @@ from shiftwork.stability.report import (
     write_tables,
 )
 from shiftwork.stability.rows import baseline_rows, shard_rows, throughput
+from shiftwork.stability.sections import AxesSettings
 from shiftwork.stability.variants.build import build_variants_counted
 from shiftwork.stability.variants.structural import merge_cache, messages_as_plain, rewrite_requests, run_rewrites
 from shiftwork.tables import TableWriter, read_cache, read_provenance, read_table, write_table, write_text
@@ -329,19 +331,10 @@ def score_axes(
     probes = read_table(probes_path)
     model = str(gens["model"].iloc[0]) if len(gens) else ""
     bert_f1 = _lazy_f1(job.encoder_name, job.encoder_spec)
-    judge_name, judge_fn, judged = _judge(job.judge)
     axes = job.axes
+    judge_name, judge_fn, judged = _judge(job.judge, axes.judge_cue_guard)
     rescale = _bert_rescale(job, gens, bert_f1, gate_baseline_path)
-    deltas = axes_mod.axis_deltas(
-        gens,
-        probes,
-        bert_f1,
-        judge_fn,
-        job.structural_baseline,
-        bleu=axes.bleu,
-        bert_b=rescale["b"] if rescale else None,
-        noise_detector=axes.noise_detector,
-    )
+    deltas = axes_mod.variant_deltas(gens, probes, bert_f1, judge_fn, _axis_rules(job, rescale))
     problems = axes_mod.check_ranges(
         deltas, bleu=axes.bleu, bert_scale=axes.bert_scale, structural_baseline=job.structural_baseline
     )
@@ -354,7 +347,7 @@ def score_axes(
         "bleu": axes.bleu,
         "bert_scale": axes.bert_scale,
         "noise_detector": axes.noise_detector,
-    }
+    } | _definition_settings(job)
     extra: dict[str, Any] = {"unobservable_axes": axes_mod.unobservable_axes(deltas)}
     if rescale:  # b, how it was found, and how many replies the clip at 0 set to -1
         settings |= {"bert_baseline": axes.bert_baseline, "seed": job.seed}
@@ -373,7 +366,41 @@ def score_axes(
             int(judgments["verdict"].sum()),
             int((~judgments["parsed"]).sum()),
         )
+    if "cue_guard" in judgments.columns:
+        LOGGER.info("politeness-cue guard: %d YES turned NO", int(judgments["cue_guard"].sum()))
     LOGGER.info("scored %d variants of %d prompts", len(deltas), deltas["prompt_id"].nunique())
+
+
+def _axis_rules(job: AxesJob, rescale: Mapping[str, Any] | None) -> axes_mod.AxisRules:
+    """How the job's deltas are defined: its axes' settings, its structural anchoring and the
+    BERT axis's rescale baseline (None on the raw scale)."""
+    axes = job.axes
+    return axes_mod.AxisRules(
+        structural_baseline=job.structural_baseline,
+        bleu=axes.bleu,
+        bert_b=rescale["b"] if rescale else None,
+        noise_detector=axes.noise_detector,
+        length_anchor=job.length_anchor,
+        length_mirroring=axes.length_mirroring,
+        empty_baseline=axes.empty_baseline,
+        act_layers=axes.act_layers,
+    )
+
+
+def _definition_settings(job: AxesJob) -> dict[str, Any]:
+    """The options of the method's definitions that a job sets away from their defaults, for the
+    deltas' provenance (a job at the defaults records none, as before they were options)."""
+    axes = job.axes
+    chosen = {
+        "length_anchor": job.length_anchor,
+        "length_mirroring": axes.length_mirroring,
+        "empty_baseline": axes.empty_baseline,
+        "act_layers": axes.act_layers,
+        "judge_cue_guard": axes.judge_cue_guard,
+    }
+    structural = section_defaults(("stability", "variants", "structural"))
+    defaults = AxesSettings.defaults().as_dict() | {"length_anchor": structural["length_anchor"]}
+    return {k: v for k, v in chosen.items() if v != defaults[k]}
 
 
 def _lazy_f1(encoder_name: str, encoder_spec: Mapping[str, Any]) -> Callable[[list[str], list[str]], np.ndarray]:
@@ -388,9 +415,12 @@ def _lazy_f1(encoder_name: str, encoder_spec: Mapping[str, Any]) -> Callable[[li
     return bert_f1
 
 
-def _judge(source: TextModel | None) -> tuple[str | None, Callable[[pd.DataFrame], np.ndarray] | None, list]:
+def _judge(
+    source: TextModel | None, cue_guard: bool = False
+) -> tuple[str | None, Callable[[pd.DataFrame], np.ndarray] | None, list]:
     """The judge's name, the function the axes call with the pairs to judge (None without a judge),
-    and the list that collects each judged table."""
+    and the list that collects each judged table; with ``cue_guard`` the method's politeness-cue
+    guard is applied to the verdicts (:func:`~shiftwork.stability.judge.guard_judgments`)."""
     judge_name = source.name if source else None
     judged: list[pd.DataFrame] = []
     if source is None or not (source.model_dir or source.api):
@@ -404,6 +434,8 @@ def _judge(source: TextModel | None) -> tuple[str | None, Callable[[pd.DataFrame
 
     def judge_fn(pairs: pd.DataFrame):
         table = judge_pairs(pairs, complete)
+        if cue_guard:
+            table = guard_judgments(table)
         judged.append(table)
         return table["verdict"].to_numpy()
 
@@ -528,7 +560,10 @@ def rewrite_prompts(
     else:
         info = read_info(rewriter.model_dir)
         public = None
-    requests = rewrite_requests(prompts, settings["lengths"], settings["form"], settings["baseline"])
+    structural = section_defaults(("stability", "variants", "structural")) | dict(settings)
+    requests = rewrite_requests(
+        prompts, structural["lengths"], structural["form"], structural["baseline"], structural["length_anchor"]
+    )
     cache = read_cache(cache_path, ["cache_key", "instruction", "rewrite"])
     max_new = int(settings["max_new_tokens"])
     start = time.perf_counter()

@@ -8,6 +8,11 @@ Two ways to anchor a structural variant (``stability.variants.structural.baselin
   wording change is not counted as instability;
 * ``original``: every rewrite is measured against the original prompt, and the form rewrite is
   the one opposite form of the prompt (+1 question -> command, -1 command -> question).
+
+With ``rewrite``, ``stability.variants.structural.length_anchor`` says what the 1.0 length level is:
+the rewriter's 1.0x rewrite (``rewrite``), or the prompt itself (``original``, the method's: its
+``apply_length_variation`` returns the text unchanged at a multiple within 0.05 of 1), so that
+length variants are measured against the original prompt and no 1.0x rewrite is asked for.
 """
 
 from __future__ import annotations
@@ -66,6 +71,7 @@ FORM_SHOTS = (
     ("Give two examples of mammals that lay eggs.", "command", "Give two examples of mammals that lay eggs."),
 )
 BASELINES: tuple[str, ...] = ("rewrite", "original")
+LENGTH_ANCHORS: tuple[str, ...] = ("rewrite", "original")
 # strength of each sentence form in the ``rewrite`` anchoring
 FORM_STRENGTH: dict[str, float] = {"question": -1.0, "command": 1.0}
 # the rewrite each structural kind is measured against in the ``rewrite`` anchoring
@@ -146,17 +152,46 @@ def is_anchor(kind: str, strength: float) -> bool:
     return kind in ANCHOR_STRENGTH and float(strength) == ANCHOR_STRENGTH[kind]
 
 
+def anchor_strengths(length_anchor: str = "rewrite") -> dict[str, float]:
+    """The strength of the rewrite each structural kind is measured against in the ``rewrite``
+    anchoring: length at its 1.0x rewrite unless ``length_anchor`` is ``original`` (then the
+    1.0 level is the prompt itself and length variants are not anchored), form at the
+    interrogative rewrite."""
+    if length_anchor not in LENGTH_ANCHORS:
+        raise ValueError(
+            f"stability.variants.structural.length_anchor must be one of {list(LENGTH_ANCHORS)}, got {length_anchor!r}"
+        )
+    if length_anchor == "original":
+        return {k: s for k, s in ANCHOR_STRENGTH.items() if k != "length"}
+    return dict(ANCHOR_STRENGTH)
+
+
+def length_multiples(
+    lengths: Sequence[float], baseline: str = "rewrite", length_anchor: str = "rewrite"
+) -> list[float]:
+    """The length multiples the rewriter is asked for, in increasing order: ``lengths``, and 1.0
+    where the 1.0 level is a rewrite (``baseline`` and ``length_anchor`` both ``rewrite``, and at
+    least one length). With ``length_anchor`` ``original`` the 1.0 level is the prompt itself and
+    is not rewritten."""
+    anchored = baseline == "rewrite" and "length" in anchor_strengths(length_anchor)
+    return sorted({float(m) for m in lengths} | ({1.0} if anchored and len(lengths) else set()))
+
+
 def rewrite_requests(
-    prompts: pd.DataFrame, lengths: Sequence[float], form: bool, baseline: str = "rewrite"
+    prompts: pd.DataFrame,
+    lengths: Sequence[float],
+    form: bool,
+    baseline: str = "rewrite",
+    length_anchor: str = "rewrite",
 ) -> pd.DataFrame:
     """One row per (prompt, rewrite); ``instruction`` is the JSON of the few-shot chat for the rewriter.
 
-    With ``baseline="rewrite"`` a 1.0x length rewrite joins ``lengths`` (when there are any) and
-    ``form`` asks for both forms; with ``"original"``, ``lengths`` as given and one opposite-form
-    rewrite."""
+    With ``baseline="rewrite"`` a 1.0x length rewrite joins ``lengths`` (when there are any, and
+    unless ``length_anchor`` is ``original``) and ``form`` asks for both forms; with
+    ``"original"``, ``lengths`` as given and one opposite-form rewrite."""
     if baseline not in BASELINES:
         raise ValueError(f"baseline must be one of {BASELINES}, got {baseline!r}")
-    multiples = sorted({float(m) for m in lengths} | ({1.0} if baseline == "rewrite" and len(lengths) else set()))
+    multiples = length_multiples(lengths, baseline, length_anchor)
     rows = []
     for p in prompts.itertuples(index=False):
         for m in multiples:
