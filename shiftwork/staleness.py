@@ -148,4 +148,8 @@ def check_staleness(
     stopping = [s for s in found if not (accept_code and s.code)]
     if stopping:
         raise StaleOutputError(stale_report(stopping, configfiles))
-    return [f"kept {s.path}, made by older code: {s.why} ({ACCEPT_CODE_ENV} is set)" for s in found]
+    if not found:
+        return []
+    shown = "; ".join(f"{s.path} (rule '{s.rule}'): {s.why}" for s in found[:3])
+    more = f"; and {len(found) - 3} more" if len(found) > 3 else ""
+    return [f"kept {len(found)} table(s) made by older code, as {ACCEPT_CODE_ENV} is set: {shown}{more}"]

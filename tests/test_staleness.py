@@ -133,8 +133,13 @@ def test_the_stop_names_the_tables_the_difference_and_the_command(tmp_path):
     with pytest.raises(staleness.StaleOutputError, match="1 table"):
         staleness.check_staleness(found, accept_code=True)
     assert staleness.check_staleness(found[:1], accept_code=True) == [
-        "kept results/default/a.parquet, made by older code: the code that made it changed since (x.py) "
-        "(SHIFTWORK_ACCEPT_CODE is set)"
+        "kept 1 table(s) made by older code, as SHIFTWORK_ACCEPT_CODE is set: results/default/a.parquet "
+        "(rule 'generate'): the code that made it changed since (x.py)"
+    ]
+    many = [staleness.Stale(Path(f"t{i}.parquet"), "r", "code", True) for i in range(5)]
+    assert staleness.check_staleness(many, accept_code=True) == [
+        "kept 5 table(s) made by older code, as SHIFTWORK_ACCEPT_CODE is set: t0.parquet (rule 'r'): code; "
+        "t1.parquet (rule 'r'): code; t2.parquet (rule 'r'): code; and 2 more"
     ]
     assert staleness.check_staleness([], accept_code=False) == []
 
