@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
-_HELD: list[TextIO] = []  # each job's lock stays open (and locked) for the life of its process
+_HELD: dict[Path, TextIO] = {}  # each job's lock stays open (and locked) for the life of its process
 
 
 class JobRunningError(RuntimeError):
@@ -57,6 +57,8 @@ def hold_job(log: str | os.PathLike) -> None:
     """Take the lock of the job that writes ``log`` for the life of this process; raise
     :class:`JobRunningError`, naming the holder, if another live process has it."""
     path = job_lock_path(log)
+    if path.resolve() in _HELD:  # this process holds it already (a step that logs twice)
+        return
     path.parent.mkdir(parents=True, exist_ok=True)
     handle = open(path, "a+")  # noqa: SIM115 (held open for the process's life)
     try:
@@ -72,7 +74,7 @@ def hold_job(log: str | os.PathLike) -> None:
     handle.truncate()
     handle.write(json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "started": time.time()}))
     handle.flush()
-    _HELD.append(handle)
+    _HELD[path.resolve()] = handle
 
 
 def live_jobs(logs: str | os.PathLike) -> Iterator[LiveJob]:

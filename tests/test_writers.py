@@ -89,3 +89,12 @@ def test_the_jobs_of_a_live_run_are_its_own(running_job, tmp_path):
         run.kill()
         run.wait()
     assert integrity.take_run_guard(tmp_path)
+
+
+def test_a_process_may_log_to_its_own_job_twice(tmp_path):
+    log = tmp_path / "logs" / "x.log"
+    with log_to(log):
+        pass
+    with log_to(log):  # the lock is this process's already
+        pass
+    assert writers.job_lock_path(log).exists()
