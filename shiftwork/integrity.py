@@ -13,18 +13,16 @@ it is there: Snakemake does not rebuild it while the tables after it are up to d
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 from base64 import urlsafe_b64encode
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TextIO
 
 from shiftwork.models.prepare import INFO_FILE, weights_problem
 from shiftwork.tables import rebuild_commands, snakemake_command, table_problem
-from shiftwork.writers import JobRunningError, live_jobs, orphan_report
+from shiftwork.writers import JobRunningError, live_jobs, lock_for_life, orphan_report
 
 CACHE_DIR = "cache"  # results/cache/: a damaged cache entry is a miss, not an error
 #: Snakemake's records of the jobs that wrote each output (its default, file-based persistence)
@@ -166,29 +164,15 @@ def missing_intermediate_warnings(
     return warnings
 
 
-_HELD: dict[Path, TextIO] = {}  # the run guard stays open (and locked) for the life of the process
-
-
 def take_run_guard(workdir: str | os.PathLike = ".") -> bool:
     """Whether this process holds the run guard of ``workdir``, taking it if it can.
 
     Every main Snakemake process of this workflow holds an exclusive ``flock`` on
     ``.snakemake/shiftwork-run.lock`` from the moment it reads the Snakefile, before it takes
-    Snakemake's own locks, until it exits. The kernel drops a flock when its process dies,
-    however it dies. So a process that gets the flock knows that no other run of this workflow
-    is alive in ``workdir``."""
-    meta = Path(workdir).resolve() / ".snakemake"
-    if meta in _HELD:
-        return True
-    meta.mkdir(parents=True, exist_ok=True)
-    guard = open(meta / "shiftwork-run.lock", "a")  # noqa: SIM115 (held open for the process's life)
-    try:
-        fcntl.flock(guard, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        guard.close()
-        return False
-    _HELD[meta] = guard
-    return True
+    Snakemake's own locks, until it exits (:func:`shiftwork.writers.lock_for_life`). The kernel
+    drops a flock when its process dies, however it dies. So a process that gets the flock
+    knows that no other run of this workflow is alive in ``workdir``."""
+    return lock_for_life(Path(workdir) / ".snakemake" / "shiftwork-run.lock") is not None
 
 
 def clear_stale_locks(workdir: str | os.PathLike = ".") -> list[Path]:

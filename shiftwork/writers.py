@@ -24,7 +24,25 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
-_HELD: dict[Path, TextIO] = {}  # each job's lock stays open (and locked) for the life of its process
+_HELD: dict[Path, TextIO] = {}  # every lock taken for life stays open (and locked) until the process ends
+
+
+def lock_for_life(path: Path) -> TextIO | None:
+    """Take an exclusive ``flock`` on ``path`` for the rest of this process's life (the kernel
+    drops it when the process dies, however it dies) and return its open file; None when
+    another process holds it. A lock this process holds already is returned as it is."""
+    key = path.resolve()
+    if key in _HELD:
+        return _HELD[key]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle = open(path, "a+")  # noqa: SIM115 (held open for the process's life)
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        handle.close()
+        return None
+    _HELD[key] = handle
+    return handle
 
 
 class JobRunningError(RuntimeError):
@@ -54,27 +72,24 @@ def _holder(handle: TextIO, log: str | os.PathLike) -> LiveJob:
 
 
 def hold_job(log: str | os.PathLike) -> None:
-    """Take the lock of the job that writes ``log`` for the life of this process; raise
-    :class:`JobRunningError`, naming the holder, if another live process has it."""
+    """Take the lock of the job that writes ``log`` for the life of this process
+    (:func:`lock_for_life`; again without error in a process that holds it, e.g. a step that
+    logs twice); raise :class:`JobRunningError`, naming the holder, if another live process has it."""
     path = job_lock_path(log)
-    if path.resolve() in _HELD:  # this process holds it already (a step that logs twice)
-        return
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle = open(path, "a+")  # noqa: SIM115 (held open for the process's life)
-    try:
-        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        holder = _holder(handle, log)
-        handle.close()
+    held = path.resolve() in _HELD
+    handle = lock_for_life(path)
+    if handle is None:
+        with open(path) as other:
+            holder = _holder(other, log)
         raise JobRunningError(
             f"this job (log {log}) is already running as PID {holder.pid} on {holder.host}; "
             "a second copy would write the same outputs, so this one stops"
-        ) from None
-    handle.seek(0)
-    handle.truncate()
-    handle.write(json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "started": time.time()}))
-    handle.flush()
-    _HELD[path.resolve()] = handle
+        )
+    if not held:
+        handle.seek(0)
+        handle.truncate()
+        handle.write(json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "started": time.time()}))
+        handle.flush()
 
 
 def live_jobs(logs: str | os.PathLike) -> Iterator[LiveJob]:
