@@ -5,7 +5,7 @@ Snakemake decides what to rerun from file times and its own records, so a table 
 truncated (a full disk, a copy cut short, a file edited by hand) looks finished to it. The
 workflow therefore reads every table (its footer, and its bytes against the sha256 recorded
 beside it) and the header of every prepared model's weights under ``results/`` when it starts
-(about 1 ms a MB of tables) and stops, naming each damaged file, the rule that writes it and
+(a time in proportion to the tables' size) and stops, naming each damaged file, the rule that writes it and
 the command that rebuilds it, before any job runs.
 For the same reason it warns of an intermediate table that is gone while a table built from
 it is there: Snakemake does not rebuild it while the tables after it are up to date.
