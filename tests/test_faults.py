@@ -55,16 +55,22 @@ def jobs_planned(work: Path, *args: str) -> set[tuple[str, str]]:
 
 
 def tables(work: Path) -> dict[str, pd.DataFrame]:
-    return {
-        str(p.relative_to(work)): pd.read_parquet(p)
-        for p in sorted((work / "results").rglob("*.parquet"))
-        if not any(part.startswith(".") for part in p.parts) and "cache" not in p.parts
-    }
+    """Every result table, each with the dtypes its job computed in (``attrs["precision"]``)."""
+    from shiftwork.tables import read_provenance
+
+    found = {}
+    for p in sorted((work / "results").rglob("*.parquet")):
+        if not any(part.startswith(".") for part in p.parts) and "cache" not in p.parts:
+            found[str(p.relative_to(work))] = df = pd.read_parquet(p)
+            df.attrs["precision"] = read_provenance(p).get("precision")
+    return found
 
 
 def assert_same_tables(before: dict, after: dict) -> None:
     assert sorted(before) == sorted(after)
     for name, df in before.items():
+        # a job that computed in another dtype makes other replies: say so before the values
+        assert df.attrs.get("precision") == after[name].attrs.get("precision"), name
         pd.testing.assert_frame_equal(df, after[name], obj=name)
 
 
