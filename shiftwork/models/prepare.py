@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from shiftwork.models.checkpoint_source import is_checkpoint, load_located_checkpoint, unresolved
+from shiftwork.models.gguf_tokens import honour_flags, special_token_flags
 from shiftwork.models.sources import Located, ModelSourceError, hub_errors, hub_help, locate
 from shiftwork.models.weights import (  # noqa: F401 (the prepared folder's record, also named here)
     INFO_FILE,
@@ -34,7 +35,12 @@ def preparation(spec: Mapping[str, Any]) -> dict[str, Any]:
     model are part of what it depends on."""
     if is_checkpoint(spec["source"]) and (problem := unresolved(spec["source"])):
         raise ModelSourceError(problem)
-    return {"source": dict(spec["source"]), "chat": bool(spec.get("chat"))}
+    made = {"source": dict(spec["source"]), "chat": bool(spec.get("chat"))}
+    if spec["source"].get("kind") == "gguf_package":
+        # the tokenizer honours the GGUF's special-token flags (shiftwork.models.gguf_tokens);
+        # a model prepared before that goes to a folder of its own and is not reused
+        made["tokenizer"] = "gguf-special-tokens"
+    return made
 
 
 def source_key(spec: Mapping[str, Any]) -> str:
@@ -70,6 +76,9 @@ def _load(name: str, loc: Located, source: Mapping[str, Any]):
         kwargs["revision"] = loc.revision
     try:
         tok = AutoTokenizer.from_pretrained(loc.path, **kwargs)
+        if loc.gguf_file:
+            gguf = Path(loc.path) / loc.gguf_file
+            honour_flags(tok, special_token_flags(gguf), str(gguf))
         # a GGUF is de-quantized to float32 (its quantized blocks have no float type of their own);
         # hub and local weights keep the type they are stored in (bfloat16 is half of float32)
         dtype = torch.float32 if loc.gguf_file else "auto"
