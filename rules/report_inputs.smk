@@ -7,7 +7,7 @@ CATALOGUE = load_catalogue()
 # rules with a {run} wildcard, the runs to expand it with.
 STUDY_RULES = {
     "stability": ["report_gate", "aggregate_stability", "report_stability"]
-    + (["judge_sample"] if JUDGE else []),
+    + (["judge_sample", "check_judge"] if JUDGE else []),
     "trajectory": ["collect_scores", "analyse_trajectory", "plot_trajectory"],
     "organisms": ["report_organisms", "plot_organism_run"]
     + (["simulate_dynamics"] if "dynamics" in ORGANISMS else []),

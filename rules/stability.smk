@@ -254,6 +254,34 @@ rule merge_probes:
         "../scripts/merge_probes.py"
 
 
+# The mirroring judge's controls, on a sample of the register and form pairs of every model and
+# dataset; score_axes takes the judge's verdicts only if it passed them. Runs with a judge only.
+rule check_judge:
+    input:
+        unpack(judge_check_inputs),
+    output:
+        controls=res("stability/judge/controls.parquet"),
+        report=res("stability/judge/report.parquet"),
+        markdown=res("stability/judge/report.md"),
+    log:
+        logs("check_judge.log"),
+    benchmark:
+        bench("check_judge.tsv")
+    conda:
+        judge_env
+    resources:
+        gpu=JUDGE_GPU,
+    params:
+        judge_batch_size=judge_batch_size,
+        judge_api=judge_api,
+        judge_cache=judge_cache,
+        judge_name=JUDGE,
+        controls=JUDGE_CONTROLS,
+        seed=STABILITY["seed"],
+    script:
+        "../scripts/check_judge.py"
+
+
 rule score_axes:
     input:
         unpack(score_inputs),
@@ -331,6 +359,7 @@ rule report_stability:
         breakdown=res("stability/stats/breakdown.parquet"),
         strength=res("stability/stats/strength.parquet"),
         gate_scores=gate_outputs("scores"),
+        judge_report=judge_report,
     output:
         tables=multiext(res("stability/tables/main_table"), ".md", ".tex", ".csv")
         + multiext(res("stability/tables/dataset_table"), ".md", ".tex", ".csv"),

@@ -19,6 +19,7 @@ PROBE = STABILITY["probe"]
 AXES_ENCODER = STABILITY["axes"].get("encoder", GATE["encoder"])
 STATS_R = STABILITY["axes"]["R"]
 JUDGE = STABILITY["axes"].get("judge")
+JUDGE_CONTROLS = STABILITY["axes"]["judge_controls"]
 STATISTICS = STABILITY["statistics"]
 SHARD_SIZE = STABILITY["shard_size"]
 PER_MODEL = STABILITY["generate_jobs"] == "per_model"
@@ -26,6 +27,9 @@ PER_MODEL = STABILITY["generate_jobs"] == "per_model"
 # generate_api_responses, observed through their replies only
 API_MODELS = [m for m in config["models"] if is_api(config["models"][m]["source"])]
 LOCAL_MODELS = [m for m in config["models"] if m not in API_MODELS]
+# a judge that is a prepared local model runs on a GPU (check_judge); one behind an API does not
+JUDGE_LOCAL = bool(JUDGE) and JUDGE not in API_MODELS
+JUDGE_GPU = 1 if JUDGE_LOCAL else 0
 
 
 wildcard_constraints:
@@ -226,8 +230,10 @@ def score_inputs(wildcards):
         "generations": f"{OUT}/stability/generations/{wildcards.model}/{wildcards.dataset}.parquet",
         "probes": f"{OUT}/stability/probes/{wildcards.model}/{wildcards.dataset}.parquet",
     }
-    if JUDGE and JUDGE not in API_MODELS:
+    if JUDGE_LOCAL:
         inputs["judge"] = prepared(JUDGE)
+    if JUDGE:
+        inputs["judge_report"] = res("stability/judge/report.parquet")
     axes = STABILITY["axes"]
     if axes["bert_scale"] == "rescaled" and axes["bert_baseline"] == "gate":
         inputs["gate_baseline"] = res("stability/gate/baseline.parquet")
@@ -244,6 +250,28 @@ def judge_cache(wildcards):
 
 def judge_batch_size(wildcards):
     return config["models"][JUDGE]["batch_size"] if JUDGE else 1
+
+
+def judge_check_inputs(wildcards):
+    """The generations of every model and dataset of the study, and a local judge's model."""
+    inputs = {"generations": all_generations(wildcards)}
+    if JUDGE_LOCAL:
+        inputs["judge"] = prepared(JUDGE)
+    return inputs
+
+
+def judge_env(wildcards):
+    """check_judge's environment: the GPU rules' for a local judge, else the CPU one."""
+    return gpu_env(wildcards) if JUDGE_LOCAL else "../envs/shiftwork.yaml"
+
+
+def judge_report(wildcards):
+    """The report of the judge's controls; none without a judge."""
+    return res("stability/judge/report.parquet") if JUDGE else []
+
+
+def all_generations(wildcards):
+    return per_model_dataset(res("stability/generations/{model}/{dataset}.parquet"))
 
 
 def all_judgments(wildcards):
@@ -278,6 +306,7 @@ def stability_targets():
         res("stability/figures/sgs_heatmap.png"),
         res("stability/figures/family.png"),
         *([res("stability/judge/sample.md")] if JUDGE else []),
+        *([res("stability/judge/report.md")] if JUDGE else []),
         *eps_tables(),
         *significance_tables(),
         res("stability/figures/radar.png"),

@@ -1,8 +1,6 @@
-from pathlib import Path
-
 from shiftwork.gpu_claim import claim_gpu
 from shiftwork.logs import log_to
-from shiftwork.stability.jobs import AxesJob, TextModel
+from shiftwork.stability.jobs import AxesJob, judge_model
 from shiftwork.stability.sections import AxesSettings
 
 params = snakemake.params
@@ -10,13 +8,7 @@ job = AxesJob(
     axes=AxesSettings.from_config(params.axes),
     encoder_name=params.encoder,
     encoder_spec=params.encoder_spec,
-    judge=TextModel(
-        name=params.judge_name,
-        model_dir=snakemake.input.get("judge") and str(Path(snakemake.input.judge).parent),
-        api=params.judge_api,
-        cache=params.judge_cache,
-        batch_size=params.judge_batch_size,
-    ),
+    judge=judge_model(params, snakemake.input),
     structural_baseline=params.structural_baseline,
     seed=params.seed,
     length_anchor=params.length_anchor,
@@ -33,4 +25,5 @@ with log_to(snakemake.log[0]), claim_gpu():
         snakemake.output.judgments,
         job,
         gate_baseline_path=snakemake.input.get("gate_baseline"),
+        judge_report_path=snakemake.input.get("judge_report"),
     )

@@ -471,6 +471,10 @@ def test_api_model_scored_with_an_api_judge_then_rerun_from_the_cache(api_server
     filtered = write_table(pd.DataFrame(rows, columns=cols), tmp_path / "filtered.parquet")
     encoders = check_config(yaml.safe_load(Path("config/config.yaml").read_text()))["encoders"]
     out, cache = tmp_path / "results", tmp_path / "results" / "cache" / "api"
+    # the judge's verdicts count once it passed its controls (rule check_judge)
+    passed = pd.DataFrame([{"control": "identical", "passed": True, "judge": "smol-judge", "judge_passed": True,
+                            "reason": "every control reached its threshold"}])  # fmt: skip
+    report = write_table(passed, tmp_path / "judge-report.parquet")
 
     def run(tag):
         with log_to(out / f"{tag}.log"):
@@ -485,7 +489,7 @@ def test_api_model_scored_with_an_api_judge_then_rerun_from_the_cache(api_server
             job = AxesJob(axes, "minilm-l6", encoders["minilm-l6"], judge, structural_baseline="original")
             score_axes(
                 str(out / f"{tag}_g.parquet"), str(out / f"{tag}_p.parquet"),
-                str(out / f"{tag}_d.parquet"), str(out / f"{tag}_j.parquet"), job,
+                str(out / f"{tag}_d.parquet"), str(out / f"{tag}_j.parquet"), job, judge_report_path=str(report),
             )  # fmt: skip
         return pd.read_parquet(out / f"{tag}_d.parquet").set_index("variant_id"), pd.read_parquet(
             out / f"{tag}_j.parquet"

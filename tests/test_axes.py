@@ -127,10 +127,12 @@ def test_shape_columns_and_dtypes():
         "strength",
         *AXES,
         "flipped",
+        "mr_source",
     ]
     for axis in AXES:
         assert out[axis].dtype == np.float64, axis
     assert out["flipped"].dtype == bool
+    assert (out["mr_source"] == "rules").all()  # no judge
 
 
 def test_register_variant_by_hand(scored):

@@ -38,7 +38,7 @@ def test_defaults_come_from_the_schema(cls):
             assert getattr(made, f.name) == properties[f.name]["default"], f.name
 
 
-_AXES_LEFT_OUT = ("encoder", "judge", "R", "judge_sample_size")
+_AXES_LEFT_OUT = ("encoder", "judge", "R", "judge_sample_size", "judge_controls")
 _AXES_LEFT_OUT += ("length_mirroring", "empty_baseline", "act_layers", "judge_cue_guard")
 
 

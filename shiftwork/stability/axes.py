@@ -53,7 +53,9 @@ GENERATION_COLUMNS: list[str] = [
 ]
 PROBE_COLUMNS: list[str] = [*KEY, "logprob", "entropy", "act_cos"]
 META_COLUMNS: list[str] = [*KEY, "family", "kind", "position", "strength"]
-OUTPUT_COLUMNS: list[str] = [*META_COLUMNS, *AXES, "flipped"]
+OUTPUT_COLUMNS: list[str] = [*META_COLUMNS, *AXES, "flipped", "mr_source"]
+# where a row's MR comes from: the judge's verdict, or the rule-based detectors
+MR_SOURCES: tuple[str, ...] = ("judge", "rules")
 
 BertF1 = Callable[[list[str], list[str]], np.ndarray]
 BLEU_DEFINITIONS: tuple[str, ...] = ("sentence", "corpus")
@@ -253,6 +255,8 @@ def variant_deltas(
     (original, variant) pairs -> one 0/1 verdict per pair, see :mod:`shiftwork.stability.judge`),
     register and sentence-form mirroring are the judge's verdicts instead of the rule-based
     detectors; generations then need their ``text`` column (the prompt each reply answered).
+    ``mr_source`` says where each row's MR comes from: ``judge`` on the rows the judge decided,
+    ``rules`` on every other row (every row without a judge).
     Where the generations hold a ``baseline_response`` column (an API model whose baseline reply
     is asked for again for every row), that reply is the row's r_0 (:func:`own_baselines`).
 
@@ -278,6 +282,7 @@ def variant_deltas(
         "Ent": probe_delta(pairs, "Ent"),
         "MR": mirroring_deltas(pairs, judge, rules.noise_detector, rules.length_mirroring),
     }
+    judged = judged_rows(pairs) if judge is not None else np.zeros(len(pairs.df), dtype=bool)
     flipped = pairs.changed.copy()
     keep = np.ones(len(pairs.df), dtype=bool)
     if rules.structural_baseline == "rewrite":
@@ -286,6 +291,7 @@ def variant_deltas(
     for axis in AXES:
         out[axis] = deltas[axis]
     out["flipped"] = flipped
+    out["mr_source"] = np.where(judged, "judge", "rules")
     return out.loc[keep, OUTPUT_COLUMNS].reset_index(drop=True)
 
 
@@ -467,9 +473,7 @@ def mirroring_deltas(
     df, is_base, r_v, r_0 = pairs.df, pairs.is_base, pairs.r_v, pairs.r_0
     mr = np.zeros(len(df), dtype=np.float64)
     fam, kind, strength = df["family"].tolist(), df["kind"].tolist(), df["strength"].tolist()
-    judged = np.zeros(len(df), dtype=bool)
-    if judge is not None:
-        judged = np.array([not b and is_judged(f, k) for b, f, k in zip(is_base, fam, kind)], dtype=bool)
+    judged = judged_rows(pairs) if judge is not None else np.zeros(len(df), dtype=bool)
     for i in np.flatnonzero(~is_base & ~judged):
         if (fam[i], kind[i]) == ("structural", "length"):
             mr[i] = length_mirroring_delta(r_v[i], r_0[i], strength[i], length_mirroring)
@@ -484,6 +488,13 @@ def mirroring_deltas(
             raise ValueError(f"judge returned shape {verdicts.shape} for {len(rows)} pairs")
         mr[rows] = verdicts
     return mr
+
+
+def judged_rows(pairs: Pairs) -> np.ndarray:
+    """The rows a judge decides the MR of: the variants (not baselines) of a judged family and kind
+    (:func:`~shiftwork.stability.judge.is_judged`: register tone, structural form)."""
+    df = pairs.df
+    return np.array([not b and is_judged(f, k) for b, f, k in zip(pairs.is_base, df["family"], df["kind"])], dtype=bool)
 
 
 def _judge_pairs(pairs: Pairs, rows: np.ndarray) -> pd.DataFrame:

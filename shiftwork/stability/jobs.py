@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
-from shiftwork.stability.sections import AxesSettings
+from shiftwork.stability.sections import AxesSettings, JudgeControlSettings
 
 
 @dataclass(frozen=True)
@@ -56,6 +57,20 @@ class TextModel:
     dtype: str = "auto"
 
 
+def judge_model(params: Any, inputs: Any) -> TextModel:
+    """The judge a rule names, from its params ``judge_name``, ``judge_api``, ``judge_cache`` and
+    ``judge_batch_size`` and, for a local judge, its input ``judge`` (the prepared model's
+    record, in the model's folder); no model when the config names no judge."""
+    record = inputs.get("judge")
+    return TextModel(
+        name=params.judge_name,
+        model_dir=str(Path(record).parent) if record else None,
+        api=params.judge_api,
+        cache=params.judge_cache,
+        batch_size=params.judge_batch_size,
+    )
+
+
 @dataclass(frozen=True)
 class AxesJob:
     """One score_axes job: the axes' settings, the BERT axis's encoder (name and spec), the judge
@@ -69,3 +84,12 @@ class AxesJob:
     structural_baseline: str = "rewrite"
     seed: int = 0
     length_anchor: str = "rewrite"
+
+
+@dataclass(frozen=True)
+class JudgeCheckJob:
+    """The check_judge job: the judge, its controls' settings, and the seed of the pairs drawn."""
+
+    judge: TextModel
+    controls: JudgeControlSettings
+    seed: int = 0

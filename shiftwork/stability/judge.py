@@ -105,13 +105,14 @@ def is_judged(family: str, kind: str) -> bool:
     return (family, kind) in JUDGED
 
 
-def judge_pairs(pairs: pd.DataFrame, complete: Complete) -> pd.DataFrame:
+def judge_pairs(pairs: pd.DataFrame, complete: Complete, ask_unchanged: bool = False) -> pd.DataFrame:
     """``pairs`` (columns :data:`PAIR_COLUMNS`) with ``judge_prompt``, ``asked``, ``answer``,
     ``verdict`` (0/1) and ``parsed``. Each distinct judge prompt is asked once; an answer with
     neither YES nor NO counts as NO (the judge is told to answer NO when unsure) and has
     ``parsed`` False. A variant reply equal to the original reply (surrounding whitespace aside)
     has not moved at all: it is NO without asking (``asked`` False, ``answer`` empty), since a
-    weak judge answers YES to such pairs about as often as to any other."""
+    weak judge answers YES to such pairs about as often as to any other; with ``ask_unchanged``
+    (the judge's controls, :mod:`shiftwork.stability.judge_controls`) such pairs are asked too."""
     missing = [c for c in PAIR_COLUMNS if c not in pairs.columns]
     if missing:
         raise ValueError(f"judge pairs are missing column(s) {missing}")
@@ -120,7 +121,9 @@ def judge_pairs(pairs: pd.DataFrame, complete: Complete) -> pd.DataFrame:
         judge_prompt(r.kind, r.strength, r.original_prompt, r.original_reply, r.variant_prompt, r.variant_reply)
         for r in out.itertuples(index=False)
     ]
-    out["asked"] = [a.strip() != b.strip() for a, b in zip(out["original_reply"], out["variant_reply"])]
+    out["asked"] = [
+        ask_unchanged or a.strip() != b.strip() for a, b in zip(out["original_reply"], out["variant_reply"])
+    ]
     unique = list(dict.fromkeys(out.loc[out["asked"], "judge_prompt"]))
     answers = complete(unique) if unique else []
     if len(answers) != len(unique):

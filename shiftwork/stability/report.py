@@ -119,17 +119,22 @@ def write_tables(
     tests_dataset: pd.DataFrame,
     out_dir: str | os.PathLike,
     eps: float = 0.05,
+    footnote: str | None = None,
 ) -> dict[str, Path]:
     """Write the main and per-dataset SGS tables as ``.md``, ``.tex`` and ``.csv`` into ``out_dir``.
 
     ``main_table.*`` comes from :func:`main_table`, ``dataset_table.*`` from
     :func:`dataset_table`; the Markdown adds a line explaining the markers, the LaTeX puts
-    it in the caption, the CSV holds the numeric twin (:func:`numeric_table`). Each file is
-    written atomically. Returns the paths keyed by file name (``"main_table.md"``, ...).
+    it in the caption, the CSV holds the numeric twin (:func:`numeric_table`). A ``footnote``
+    (where the MR of register and form variants comes from, with a judge) follows that line
+    and the caption. Each file is written atomically. Returns the paths keyed by file name
+    (``"main_table.md"``, ...).
     """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     note = f"SGS (mean per-prompt RMS of normalised deltas); one-sided t-test of mean > eps = {eps:g}: {MARKER_LEGEND}."
+    if footnote:
+        note = f"{note} {footnote}"
     specs = [
         (
             "main_table",

@@ -29,12 +29,20 @@ from shiftwork.reports.tables import to_markdown
 from shiftwork.schema import section_defaults
 from shiftwork.stability import axes as axes_mod
 from shiftwork.stability import gate as gate_mod
+from shiftwork.stability import judge_controls as controls_mod
 from shiftwork.stability import stats
 from shiftwork.stability.api_generation import api_responses, api_weight_digest
 from shiftwork.stability.figures import preservation_plot, radar_plot, strength_plot
 from shiftwork.stability.gate_report import gate_markdown, gate_overview
-from shiftwork.stability.jobs import ApiJob, AxesJob, GenerateJob, TextModel
-from shiftwork.stability.judge import api_completer, guard_judgments, judge_pairs, local_completer, validation_sample
+from shiftwork.stability.jobs import ApiJob, AxesJob, GenerateJob, JudgeCheckJob, TextModel
+from shiftwork.stability.judge import (
+    Complete,
+    api_completer,
+    guard_judgments,
+    judge_pairs,
+    local_completer,
+    validation_sample,
+)
 from shiftwork.stability.prompts import load_prompts
 from shiftwork.stability.report import (
     family_plot,
@@ -319,20 +327,26 @@ def score_axes(
     out_judgments: str,
     job: AxesJob,
     gate_baseline_path: str | None = None,
+    judge_report_path: str | None = None,
 ) -> None:
     """The six signed axis deltas for every variant (see :mod:`shiftwork.stability.axes`); with a
     judge (``job.judge``: a prepared model, or an ``openai_compatible`` source whose replies are
-    cached), a judge decides register and form mirroring pairwise, and every judged pair is written
-    to ``out_judgments`` (an empty table without a judge). ``job.axes.bleu`` is the BLEU definition;
-    ``bert_scale`` ``rescaled`` puts the BERT axis on the (F1 - b) / (1 - b) scale, b from
-    ``bert_baseline`` (a number; ``auto``: mismatched baseline replies, ``job.seed``; ``gate``: the
-    gate's b in ``gate_baseline_path``)."""
+    cached) that passed its controls (``judge_report_path``, rule check_judge), the judge decides
+    register and form mirroring pairwise, and every judged pair is written to ``out_judgments``
+    (an empty table without a judge, or with one that failed: the rule-based detectors decide
+    then, and the deltas' ``mr_source`` and provenance say so). ``job.axes.bleu`` is the BLEU
+    definition; ``bert_scale`` ``rescaled`` puts the BERT axis on the (F1 - b) / (1 - b) scale, b
+    from ``bert_baseline`` (a number; ``auto``: mismatched baseline replies, ``job.seed``;
+    ``gate``: the gate's b in ``gate_baseline_path``)."""
     gens = read_table(generations_path)
     probes = read_table(probes_path)
     model = str(gens["model"].iloc[0]) if len(gens) else ""
     bert_f1 = _lazy_f1(job.encoder_name, job.encoder_spec)
     axes = job.axes
-    judge_name, judge_fn, judged = _judge(job.judge, axes.judge_cue_guard)
+    check = _judge_check(job.judge, judge_report_path)
+    trusted = job.judge if check is None or check.passed else None
+    judge_name, judge_fn, judged = _judge(trusted, axes.judge_cue_guard)
+    judge_name = judge_name or (check.judge if check else None)
     rescale = _bert_rescale(job, gens, bert_f1, gate_baseline_path)
     deltas = axes_mod.variant_deltas(gens, probes, bert_f1, judge_fn, _axis_rules(job, rescale))
     problems = axes_mod.check_ranges(
@@ -349,6 +363,8 @@ def score_axes(
         "noise_detector": axes.noise_detector,
     } | _definition_settings(job)
     extra: dict[str, Any] = {"unobservable_axes": axes_mod.unobservable_axes(deltas)}
+    if check is not None:
+        extra["judge_check"] = {"judge": check.judge, "passed": check.passed, "reason": check.reason}
     if rescale:  # b, how it was found, and how many replies the clip at 0 set to -1
         settings |= {"bert_baseline": axes.bert_baseline, "seed": job.seed}
         extra["bert_rescale"] = rescale | {"n_at_floor": int((deltas["BERT"] == -1.0).sum())}
@@ -369,6 +385,62 @@ def score_axes(
     if "cue_guard" in judgments.columns:
         LOGGER.info("politeness-cue guard: %d YES turned NO", int(judgments["cue_guard"].sum()))
     LOGGER.info("scored %d variants of %d prompts", len(deltas), deltas["prompt_id"].nunique())
+
+
+def _judge_check(source: TextModel | None, report_path: str | None) -> controls_mod.JudgeCheck | None:
+    """What the report of the judge's controls decides (None without a judge); a judge that
+    failed is logged with the reason. A judge without its report is an error."""
+    if source is None or not (source.model_dir or source.api):
+        return None
+    if not report_path:
+        raise ValueError(
+            f"score_axes: the judge {source.name or ''} comes without the report of its controls "
+            "(stability/judge/report.parquet, rule check_judge); its verdicts count only once it passed them"
+        )
+    check = controls_mod.judge_check(read_table(report_path))
+    if not check.passed:
+        LOGGER.warning(
+            "the judge %s failed its controls (%s): register and form MR from the rule-based detectors",
+            check.judge,
+            check.reason,
+        )
+    return check
+
+
+def check_judge(generation_paths: Sequence[str], job: JudgeCheckJob, outs: Mapping[str, str]) -> bool:
+    """Rule check_judge: the four controls of the mirroring judge (see
+    :mod:`shiftwork.stability.judge_controls`) on a seeded sample of the register and form pairs
+    of every generations table of the study, asked of the judge (loaded once). Writes every
+    question with its answer (``outs["controls"]``), one row per control with the verdict
+    (``outs["report"]``) and the report as Markdown (``outs["markdown"]``). Returns whether the
+    judge passed."""
+    frames = [read_table(p) for p in generation_paths]
+    filled = [f for f in frames if len(f)]
+    gens = pd.concat(filled, ignore_index=True) if filled else frames[0]
+    pairs = controls_mod.candidate_pairs(gens)
+    sample = controls_mod.sample_pairs(pairs, job.controls.pairs, job.seed)
+    questions = controls_mod.control_questions(sample)
+    judge_name, complete = _completer(job.judge)
+    if complete is None:
+        raise ValueError("check_judge: no judge to check (stability.axes.judge)")
+    answered = controls_mod.ask_controls(questions, complete)
+    report = controls_mod.control_report(answered, job.controls.limits, str(judge_name))
+    settings = {"judge": judge_name, "judge_controls": job.controls.as_dict()}
+    prov = make_provenance("check_judge", settings, seed=job.seed)
+    write_table(answered, outs["controls"], prov)
+    write_table(report, outs["report"], prov)
+    write_text(controls_mod.report_markdown(report, answered), outs["markdown"])
+    check = controls_mod.judge_check(report)
+    LOGGER.info(
+        "judge %s: %s its controls (%s); %d of %d candidate pairs drawn, %d questions",
+        judge_name,
+        "passed" if check.passed else "failed",
+        check.reason,
+        len(sample),
+        len(pairs),
+        len(answered),
+    )
+    return check.passed
 
 
 def _axis_rules(job: AxesJob, rescale: Mapping[str, Any] | None) -> axes_mod.AxisRules:
@@ -415,22 +487,29 @@ def _lazy_f1(encoder_name: str, encoder_spec: Mapping[str, Any]) -> Callable[[li
     return bert_f1
 
 
+def _completer(source: TextModel | None) -> tuple[str | None, Complete | None]:
+    """The judge's name and its ``complete(prompts) -> answers`` (None without a judge): a
+    prepared local model, loaded here, or an ``openai_compatible`` source."""
+    judge_name = source.name if source else None
+    if source is None or not (source.model_dir or source.api):
+        return judge_name, None
+    if source.model_dir:
+        judge_name = read_info(source.model_dir)["name"]
+        return judge_name, local_completer(load_prepared(source.model_dir), batch_size=source.batch_size)
+    judge_name = judge_name or source.api["model"]
+    return judge_name, api_completer(judge_name, source.api, source.cache)
+
+
 def _judge(
     source: TextModel | None, cue_guard: bool = False
 ) -> tuple[str | None, Callable[[pd.DataFrame], np.ndarray] | None, list]:
     """The judge's name, the function the axes call with the pairs to judge (None without a judge),
     and the list that collects each judged table; with ``cue_guard`` the method's politeness-cue
     guard is applied to the verdicts (:func:`~shiftwork.stability.judge.guard_judgments`)."""
-    judge_name = source.name if source else None
     judged: list[pd.DataFrame] = []
-    if source is None or not (source.model_dir or source.api):
+    judge_name, complete = _completer(source)
+    if complete is None:
         return judge_name, None, judged
-    if source.model_dir:
-        judge_name = read_info(source.model_dir)["name"]
-        complete = local_completer(load_prepared(source.model_dir), batch_size=source.batch_size)
-    else:
-        judge_name = judge_name or source.api["model"]
-        complete = api_completer(judge_name, source.api, source.cache)
 
     def judge_fn(pairs: pd.DataFrame):
         table = judge_pairs(pairs, complete)
@@ -521,14 +600,19 @@ def report_stability(
     """The tables (at the primary eps, at every eps, and the counts of significant cells) and the
     figures (heatmap with the primary eps's significance stars, families with t-intervals over
     prompts from the strength curves, radar, prompt preservation, strength curves). ``inputs`` names the
-    statistics tables and ``gate_scores``, the gate's per-variant scores of every dataset;
+    statistics tables and ``gate_scores``, the gate's per-variant scores of every dataset, and
+    with a judge ``judge_report``, the report of its controls, whose verdict the main and dataset
+    tables name in a footnote (:func:`~shiftwork.stability.judge_controls.check_footnote`);
     ``figures`` maps ``<name>_png`` / ``<name>_svg`` to paths."""
     total = read_table(inputs["total_sgs"])
     per_dataset = read_table(inputs["dataset_sgs"])
     tests_total = read_table(inputs["ttests_model"])
     tests_dataset = read_table(inputs["ttests_dataset"])
     prov = make_provenance("report_stability", {"eps": list(eps_values), "primary_eps": primary_eps})
-    write_tables(total, per_dataset, tests_total, tests_dataset, table_dir, eps=primary_eps)
+    footnote = None
+    if inputs.get("judge_report"):
+        footnote = controls_mod.check_footnote(controls_mod.judge_check(read_table(inputs["judge_report"])))
+    write_tables(total, per_dataset, tests_total, tests_dataset, table_dir, eps=primary_eps, footnote=footnote)
     write_eps_tables(total, per_dataset, tests_total, tests_dataset, table_dir, eps_values, prov)
     write_significance_tables(tests_total, tests_dataset, table_dir, prov)
     curves = read_table(inputs["strength"])
