@@ -142,15 +142,35 @@ def run_dir(tmp_path_factory, prepared_smollm):
     data = work / "tiny.jsonl"
     data.write_text("".join(json.dumps(r) + "\n" for r in PROMPTS))
     (work / "config").mkdir()
-    (work / "config" / "config.yaml").write_text(yaml.safe_dump(tiny_config(data)))
+    cfg = tiny_config(data)
+    cfg["stability"]["axes"]["judge"] = "smollm2-135m-instruct"  # a judge, checked by its controls
+    (work / "config" / "config.yaml").write_text(yaml.safe_dump(cfg))
     # reuse the session's prepared model (hard links: no copy of the weights)
-    spec = tiny_config(data)["models"]["smollm2-135m-instruct"]
+    spec = cfg["models"]["smollm2-135m-instruct"]
     shutil.copytree(
         prepared_smollm, prepared_dir("smollm2-135m-instruct", spec, work / "results"), copy_function=os.link
     )
     proc = snakemake(work)
     assert proc.returncode == 0, proc.stderr[-4000:]
     return work
+
+
+@pytest.mark.workflow
+def test_the_judge_counts_only_after_its_controls(run_dir):
+    """check_judge asked the judge its four controls; register and form rows take the judge's MR
+    only when it passed them, and every other row's MR comes from the rules."""
+    stab = run_dir / "results/default/stability"
+    report = pd.read_parquet(stab / "judge/report.parquet")
+    assert list(report["control"]) == ["identical", "swapped", "opposite", "planted"]
+    assert (report["n"] > 0).all()
+    assert np.allclose(report["rate"], report["agree"] / report["n"])
+    passed = bool(report["judge_passed"].iloc[0])
+    assert passed == bool(report["passed"].all())
+    deltas = pd.read_parquet(stab / "deltas/smollm2-135m-instruct/tiny.parquet")
+    judged = (deltas["family"] == "register") | (deltas["kind"] == "form")
+    assert (deltas["mr_source"] == "judge").any() == passed
+    assert set(deltas.loc[~judged, "mr_source"]) == {"rules"}
+    assert "# Mirroring judge: controls" in (stab / "judge/report.md").read_text()
 
 
 @pytest.mark.workflow
