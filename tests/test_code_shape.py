@@ -15,7 +15,7 @@ MAX_LINES = 80
 # import (pingouin, statsmodels; matplotlib less so), which thousands of evaluation jobs would
 # otherwise load for nothing; and any shiftwork module importing one of these at its top level
 DEFERRED = {"torch", "transformers", "vllm", "peft", "trl", "bert_score", "datasets", "tokenizers", "accelerate"}
-DEFERRED |= {"huggingface_hub", "pingouin", "statsmodels", "matplotlib"}
+DEFERRED |= {"huggingface_hub", "pingouin", "statsmodels", "matplotlib", "gguf"}
 SHARED_NAMES = {"main"}  # each command-line module's entry point
 
 

@@ -12,6 +12,8 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from gguf import GGUFReader
+
 #: GGUF metadata key -> the tokenizer attribute it sets
 FLAGS: dict[str, str] = {
     "tokenizer.ggml.add_bos_token": "add_bos_token",
@@ -21,8 +23,6 @@ FLAGS: dict[str, str] = {
 
 def special_token_flags(path: str | os.PathLike) -> dict[str, bool]:
     """The tokenizer attributes the GGUF at ``path`` records (only those it records)."""
-    from gguf import GGUFReader
-
     reader = GGUFReader(str(path))
     flags: dict[str, bool] = {}
     for key, attr in FLAGS.items():

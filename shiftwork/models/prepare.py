@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 from shiftwork.models.checkpoint_source import is_checkpoint, load_located_checkpoint, unresolved
-from shiftwork.models.gguf_tokens import honour_flags, special_token_flags
 from shiftwork.models.sources import Located, ModelSourceError, hub_errors, hub_help, locate
 from shiftwork.models.weights import (  # noqa: F401 (the prepared folder's record, also named here)
     INFO_FILE,
@@ -77,6 +76,8 @@ def _load(name: str, loc: Located, source: Mapping[str, Any]):
     try:
         tok = AutoTokenizer.from_pretrained(loc.path, **kwargs)
         if loc.gguf_file:
+            from shiftwork.models.gguf_tokens import honour_flags, special_token_flags
+
             gguf = Path(loc.path) / loc.gguf_file
             honour_flags(tok, special_token_flags(gguf), str(gguf))
         # a GGUF is de-quantized to float32 (its quantized blocks have no float type of their own);
