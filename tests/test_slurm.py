@@ -48,7 +48,7 @@ GPU_RULES = {
     "generate_responses",
     "generate_shard_responses",
     "score_axes",
-    "check_judge",  # the tiny config's judge is a local model
+    "check_judge",  # where the judge is a local model (the tiny config has none)
 }
 SUBMITTED = re.compile(r"Job \d+ has been submitted with SLURM jobid (\d+) \(log: .*?/rule_(\w+)/")
 
