@@ -115,8 +115,9 @@ lint: $(STAMP)
 # the configuration reference, docs/configuration.md, generated from config/schema/config.schema.yaml
 # the default run of the four studies (what it still needs), then docs/results/<study>.md from
 # its own reports and figures (shiftwork.docs.publish)
+PUBLISH_STUDIES ?= stability trajectory organisms crossstudy
 publish: $(STAMP)
-	$(BIN)/python -m shiftwork.docs.publish --cores $(CORES)
+	$(BIN)/python -m shiftwork.docs.publish --cores $(CORES) --studies $(PUBLISH_STUDIES)
 
 docs-config: $(STAMP)
 	$(BIN)/python -m shiftwork.docs.config_reference docs/configuration.md

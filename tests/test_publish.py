@@ -82,7 +82,7 @@ def test_a_second_publish_with_nothing_to_run_writes_the_same_bytes(work, monkey
     (work / "config" / "config.yaml").write_text("name: default\n")
     calls = []
 
-    def fake(workdir, configfile, cores, *extra):
+    def fake(workdir, configfile, cores, *extra, studies=pub.STUDIES):
         calls.append(extra)
         return subprocess.CompletedProcess(
             [], 0, "Building DAG of jobs...\nNothing to be done (all requested files are present and up to date).\n", ""
@@ -93,7 +93,9 @@ def test_a_second_publish_with_nothing_to_run_writes_the_same_bytes(work, monkey
     first = pub.publish(work, pub.Path("config/config.yaml"), "default", out, 2)
     assert [p.name for p in first] == ["stability.md", "trajectory.md", "organisms.md", "crossstudy.md"]
     snapshot = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
-    record = json.loads((work / "results" / "default" / "publish.json").read_text())
+    records = json.loads((work / "results" / "default" / "publish.json").read_text())
+    assert sorted(records) == sorted(pub.STUDIES) and all(r == records["stability"] for r in records.values())
+    record = records["stability"]
     assert record["jobs"] == 2 and record["job_s"] == 120.8  # rounded to tenths
     assert (record["runs"], record["elapsed_s"]) == (2, 3723.5)
     assert (out / "trajectory" / "figures" / "scatter.png").read_bytes() == b"\x89PNG fake"
@@ -102,3 +104,35 @@ def test_a_second_publish_with_nothing_to_run_writes_the_same_bytes(work, monkey
     assert calls == [("-n",), ("-n",)]  # dry runs only: nothing was run
     assert "wrote no report" in (out / "organisms.md").read_text()
     assert "wrote no report" in (out / "stability.md").read_text()  # no folder at all
+
+
+def test_publishing_one_study_leaves_the_others_pages_and_records(work, monkeypatch):
+    """--studies stability: Snakemake is asked for that study alone, its page and record are new,
+    and the other pages and records stay byte for byte; an old single record counts for all."""
+    (work / "config").mkdir()
+    (work / "config" / "config.yaml").write_text("name: default\n")
+    asked = []
+
+    def fake(workdir, configfile, cores, *extra, studies=pub.STUDIES):
+        asked.append((extra, tuple(studies)))
+        done = "Nothing to be done" if asked[-1] == (("-n",), tuple(pub.STUDIES)) else "Job stats:"
+        return subprocess.CompletedProcess([], 0, f"Building DAG of jobs...\n{done}\n", "")
+
+    monkeypatch.setattr(pub, "snakemake", fake)
+    old = {**RECORD, "commit": "0ld0ld0ld0ld"}
+    (work / "results" / "default" / "publish.json").write_text(json.dumps(old))  # the single-record form
+    out = work / "docs" / "results"
+    pub.publish(work, pub.Path("config/config.yaml"), "default", out, 2)
+    assert asked == [(("-n",), pub.STUDIES)]  # nothing to run: the old record heads every page
+    assert all("`0ld0ld0ld0ld`" in (out / f"{s}.md").read_text() for s in pub.STUDIES)
+    kept = {p: p.read_bytes() for p in out.rglob("*") if p.is_file() and not p.name.startswith("stability")}
+    monkeypatch.setattr(pub, "make_record", lambda *a: {**RECORD, "commit": "n3wn3wn3wn3w"})
+    written = pub.publish(work, pub.Path("config/config.yaml"), "default", out, 2, ["stability"])
+    assert [p.name for p in written] == ["stability.md"]
+    assert asked[1:] == [(("-n",), ("stability",)), ((), ("stability",))]
+    assert "`n3wn3wn3wn3w`" in (out / "stability.md").read_text()
+    assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file() and not p.name.startswith("stability")} == kept
+    records = json.loads((work / "results" / "default" / "publish.json").read_text())
+    assert records["stability"]["commit"] == "n3wn3wn3wn3w" and records["trajectory"]["commit"] == "0ld0ld0ld0ld"
+    with pytest.raises(ValueError, match="choose among"):
+        pub.publish(work, pub.Path("config/config.yaml"), "default", out, 2, ["stabilty"])

@@ -4,9 +4,11 @@ the commit, the config, the date, the time and the CPU the run had (the time: Sn
 elapsed time of the runs that wrote the results, from ``.snakemake/log``, and the jobs' time from
 their benchmark files).
 
-The head comes from ``results/NAME/publish.json``, written when this command ran jobs (or, the
-first time, for results made by another command); a second ``make publish`` with nothing to run
-reuses it, so its pages are byte-identical to the first's.
+The head of each study's page comes from that study's record in ``results/NAME/publish.json``,
+written when this command ran jobs for it (or, the first time, for results made by another
+command); a second ``make publish`` with nothing to run reuses the records, so its pages are
+byte-identical to the first's. ``--studies`` runs and writes some of the studies only (after a
+change that moves one study's numbers); the other pages, and their records, stay as they were.
 """
 
 from __future__ import annotations
@@ -27,7 +29,13 @@ STUDIES = ("stability", "trajectory", "organisms", "crossstudy")
 TITLES = {"stability": "Stability", "trajectory": "Trajectory", "organisms": "Organisms", "crossstudy": "Cross-study"}
 #: the Markdown reports of each study, in the order a page shows them (those a run wrote)
 REPORTS = {
-    "stability": ("gate/report.md", "tables/main_table.md", "tables/dataset_table.md", "judge/sample.md"),
+    "stability": (
+        "gate/report.md",
+        "tables/main_table.md",
+        "tables/dataset_table.md",
+        "judge/report.md",
+        "judge/sample.md",
+    ),
     "trajectory": ("report.md", "figures.md"),
     "organisms": ("report.md",),
     "crossstudy": ("findings.md",),
@@ -124,12 +132,16 @@ def study_page(study: str, study_dir: Path, record: Mapping[str, Any]) -> str:
     return "\n".join(parts)
 
 
-def write_pages(results: Path, out: Path, record: Mapping[str, Any]) -> list[Path]:
-    """Write ``out/<study>.md`` for every study (one the run did not make says so) and copy each
-    study's figures to ``out/<study>/``. Returns the pages written."""
+def write_pages(
+    results: Path, out: Path, records: Mapping[str, Mapping[str, Any]], studies: Sequence[str] = STUDIES
+) -> list[Path]:
+    """Write ``out/<study>.md`` for each of ``studies`` (one the run did not make says so), headed
+    by its record in ``records``, and copy each study's figures to ``out/<study>/``. Returns the
+    pages written."""
     out.mkdir(parents=True, exist_ok=True)
     written = []
-    for study in STUDIES:
+    for study in studies:
+        record = records[study]
         study_dir = results / study
         target = out / study
         if target.exists():
@@ -172,31 +184,48 @@ def make_record(workdir: Path, configfile: Path, name: str, cores: int) -> dict[
     }
 
 
-def snakemake(workdir: Path, configfile: Path, cores: int, *extra: str) -> subprocess.CompletedProcess:
-    studies = "studies=[" + ",".join(STUDIES) + "]"
+def snakemake(
+    workdir: Path, configfile: Path, cores: int, *extra: str, studies: Sequence[str] = STUDIES
+) -> subprocess.CompletedProcess:
     cmd = [sys.executable, "-m", "snakemake", "--cores", str(cores), "--configfile", str(configfile)]
-    cmd += ["--config", studies, *extra]
+    cmd += ["--config", "studies=[" + ",".join(studies) + "]", *extra]
     return subprocess.run(cmd, cwd=workdir, capture_output=True, text=True)
 
 
-def publish(workdir: Path, configfile: Path, name: str, out: Path, cores: int) -> list[Path]:
-    """Run what the four studies still need, then write their pages."""
-    plan = snakemake(workdir, configfile, cores, "-n")
+def read_records(path: Path) -> dict[str, dict[str, Any]]:
+    """Each study's record in ``path`` (none when there is no file). A file of one record for
+    every study (as written before records were kept per study) applies to all four."""
+    if not path.is_file():
+        return {}
+    found = json.loads(path.read_text())
+    return dict.fromkeys(STUDIES, found) if "commit" in found else found
+
+
+def publish(
+    workdir: Path, configfile: Path, name: str, out: Path, cores: int, studies: Sequence[str] = STUDIES
+) -> list[Path]:
+    """Run what ``studies`` still need, then write their pages."""
+    unknown = sorted(set(studies) - set(STUDIES))
+    if unknown or not studies:
+        raise ValueError(f"--studies: {unknown or 'none'}; choose among {list(STUDIES)}")
+    plan = snakemake(workdir, configfile, cores, "-n", studies=studies)
     if plan.returncode != 0:
         raise RuntimeError("snakemake dry run failed:\n" + plan.stdout[-3000:] + plan.stderr[-3000:])
     record_path = workdir / "results" / name / "publish.json"
+    records = read_records(record_path)
     to_do = "Nothing to be done" not in plan.stdout + plan.stderr
     if to_do:
-        proc = snakemake(workdir, configfile, cores)
+        proc = snakemake(workdir, configfile, cores, studies=studies)
         if proc.returncode != 0:
             raise RuntimeError("snakemake failed:\n" + proc.stderr[-4000:])
-    if to_do or not record_path.is_file():
+    stale = [s for s in studies if to_do or s not in records]
+    if stale:
         record = make_record(workdir, configfile, name, cores)
+        records.update(dict.fromkeys(stale, record))
         tmp = record_path.with_name(".publish.json.tmp")
-        tmp.write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
+        tmp.write_text(json.dumps(records, indent=1, sort_keys=True) + "\n")
         tmp.replace(record_path)
-    record = json.loads(record_path.read_text())
-    return write_pages(workdir / "results" / name, out, record)
+    return write_pages(workdir / "results" / name, out, records, studies)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -206,8 +235,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--name", default="default", help="the config's name (its results/NAME folder)")
     parser.add_argument("--out", type=Path, default=Path("docs/results"))
     parser.add_argument("--cores", type=int, default=2)
+    parser.add_argument(
+        "--studies",
+        nargs="+",
+        default=list(STUDIES),
+        choices=STUDIES,
+        help="the studies to run and write (default: all)",
+    )
     args = parser.parse_args(argv)
-    for path in publish(args.workdir, args.configfile, args.name, args.out, args.cores):
+    for path in publish(args.workdir, args.configfile, args.name, args.out, args.cores, args.studies):
         print(f"wrote {path}")
     return 0
 
