@@ -20,6 +20,8 @@ rule sample_prompts:
         "../scripts/sample_prompts.py"
 
 
+# Structural variants: by the rewriter model named in stability.variants.structural.rewriter,
+# or, with none named, from the prompt set's hand-written file (no model, no GPU).
 rule rewrite_prompts:
     input:
         prompts=res("stability/prompts/{dataset}.parquet"),
@@ -30,6 +32,8 @@ rule rewrite_prompts:
         logs("rewrite_prompts/{dataset}.log"),
     benchmark:
         bench("rewrite_prompts/{dataset}.tsv")
+    wildcard_constraints:
+        dataset=rewrites_pattern(handwritten=False),
     conda:
         gpu_env
     resources:
@@ -43,6 +47,24 @@ rule rewrite_prompts:
         api_cache=rewriter_cache,
     script:
         "../scripts/rewrite_prompts.py"
+
+
+rule select_handwritten_rewrites:
+    input:
+        prompts=res("stability/prompts/{dataset}.parquet"),
+        variants=handwritten_file,
+    output:
+        rewrites=res("stability/rewrites/{dataset}.parquet"),
+    log:
+        logs("select_handwritten_rewrites/{dataset}.log"),
+    wildcard_constraints:
+        dataset=rewrites_pattern(handwritten=True),
+    conda:
+        "../envs/shiftwork.yaml"
+    params:
+        settings=HANDWRITTEN,
+    script:
+        "../scripts/select_handwritten_rewrites.py"
 
 
 rule make_variants:

@@ -3,13 +3,18 @@
 import math
 
 from shiftwork.models.sources import is_api
-from shiftwork.stability.config import uses_rewriter
+from shiftwork.stability.config import needs_rewrites
+from shiftwork.stability.variants.handwritten import handwritten_path
 from shiftwork.stability.report import SIGNIFICANCE_NAMES, eps_table_names
 from shiftwork.stability.sections import AxesSettings
 
 STABILITY = config["stability"]
 VARIANTS = STABILITY["variants"]
 STRUCTURAL = VARIANTS["structural"]
+# what select_handwritten_rewrites reads of it (the rewriter's own settings rerun nothing there)
+HANDWRITTEN = {
+    key: STRUCTURAL[key] for key in ("lengths", "form", "baseline", "length_anchor")
+}
 GATE = STABILITY["gate"]
 # what score_axes reads of stability.axes (the encoder and judge reach it resolved; R, the judge
 # sample: other rules), so that changing those reruns nothing here
@@ -57,6 +62,20 @@ def api_cache(name):
     return f"results/cache/api/{name}"
 
 
+def rewrites_pattern(handwritten):
+    """A wildcard constraint matching every dataset when the structural variants come from the
+    hand-written files (``handwritten``: no rewriter named) or from the rewriter (not), else none.
+    """
+    chosen = (STRUCTURAL["rewriter"] is None) == handwritten
+    return "|".join(map(re.escape, config["datasets"])) if chosen else "(?!)"
+
+
+def handwritten_file(wildcards):
+    """The hand-written structural variants of the dataset's prompt set (checked to exist
+    before any job: shiftwork.config)."""
+    return handwritten_path(config["datasets"][wildcards.dataset]["source"])
+
+
 def rewriter_api(wildcards):
     return api_source(STRUCTURAL["rewriter"])
 
@@ -75,7 +94,7 @@ def rewriter_dtype(wildcards):
 
 def variant_inputs(wildcards):
     inputs = {"prompts": f"{OUT}/stability/prompts/{wildcards.dataset}.parquet"}
-    if uses_rewriter(STRUCTURAL):
+    if needs_rewrites(STRUCTURAL):
         inputs["rewrites"] = f"{OUT}/stability/rewrites/{wildcards.dataset}.parquet"
     return inputs
 

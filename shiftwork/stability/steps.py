@@ -46,6 +46,7 @@ from shiftwork.stability.report import (
 from shiftwork.stability.rows import baseline_rows, shard_rows, throughput
 from shiftwork.stability.sections import AxesSettings
 from shiftwork.stability.variants.build import build_variants_counted
+from shiftwork.stability.variants.handwritten import handwritten_rewrites, read_handwritten
 from shiftwork.stability.variants.structural import merge_cache, messages_as_plain, rewrite_requests, run_rewrites
 from shiftwork.tables import TableWriter, read_cache, read_provenance, read_table, write_table, write_text
 
@@ -585,6 +586,17 @@ def rewrite_prompts(
     if n_new:
         write_table(merge_cache(cache, table), cache_path, prov)
     write_table(table, out, prov)
+
+
+def select_handwritten_rewrites(prompts_path: str, variants_path: str, settings: Mapping[str, Any], out: str) -> None:
+    """The structural variants of every prompt from its prompt set's hand-written file, in the
+    table :func:`rewrite_prompts` writes (``settings``: ``lengths``, ``form``, ``baseline`` and
+    ``length_anchor`` of ``stability.variants.structural``, which choose the rows as they choose
+    a rewriter's requests)."""
+    prompts = read_table(prompts_path, ["dataset", "prompt_id", "prompt"])
+    table = handwritten_rewrites(prompts, read_handwritten(variants_path), settings, variants_path)
+    write_table(table, out, make_provenance("select_handwritten_rewrites", dict(settings) | {"file": variants_path}))
+    LOGGER.info("%d hand-written rewrites of %d prompts, from %s", len(table), len(prompts), variants_path)
 
 
 def _rewrite(name: str, rewriter: TextModel, max_new: int, instructions: Sequence[str]) -> list[str]:
