@@ -344,6 +344,19 @@ rule aggregate_stability:
         "../scripts/aggregate_stability.py"
 
 
+rule count_degenerate_replies:
+    input:
+        generations=all_generations,
+    output:
+        table=res("stability/stats/degenerate.parquet"),
+    log:
+        logs("count_degenerate_replies.log"),
+    conda:
+        "../envs/shiftwork.yaml"
+    script:
+        "../scripts/count_degenerate_replies.py"
+
+
 rule report_stability:
     input:
         total_sgs=res("stability/stats/total_sgs.parquet"),
@@ -352,10 +365,14 @@ rule report_stability:
         ttests_dataset=res("stability/stats/ttests_dataset.parquet"),
         breakdown=res("stability/stats/breakdown.parquet"),
         strength=res("stability/stats/strength.parquet"),
+        degenerate=res("stability/stats/degenerate.parquet"),
         gate_scores=gate_outputs("scores"),
     output:
         tables=multiext(res("stability/tables/main_table"), ".md", ".tex", ".csv")
         + multiext(res("stability/tables/dataset_table"), ".md", ".tex", ".csv"),
+        degenerate=multiext(
+            res("stability/tables/degenerate_replies"), ".md", ".tex", ".csv"
+        ),
         eps_tables=eps_tables(),
         significance=significance_tables(),
         heatmap_png=res("stability/figures/sgs_heatmap.png"),

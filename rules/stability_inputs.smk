@@ -269,6 +269,10 @@ def all_judgments(wildcards):
     return per_model_dataset(res("stability/judgments/{model}/{dataset}.parquet"))
 
 
+def all_generations(wildcards):
+    return per_model_dataset(res("stability/generations/{model}/{dataset}.parquet"))
+
+
 def all_deltas(wildcards):
     return per_model_dataset(res("stability/deltas/{model}/{dataset}.parquet"))
 
@@ -294,6 +298,7 @@ def stability_targets():
         res("stability/gate/report.md"),
         res("stability/gate/report.parquet"),
         *multiext(res("stability/tables/main_table"), ".md", ".tex", ".csv"),
+        res("stability/tables/degenerate_replies.md"),
         res("stability/figures/sgs_heatmap.png"),
         res("stability/figures/family.png"),
         *([res("stability/judge/sample.md")] if JUDGE else []),

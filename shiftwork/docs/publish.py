@@ -27,7 +27,13 @@ STUDIES = ("stability", "trajectory", "organisms", "crossstudy")
 TITLES = {"stability": "Stability", "trajectory": "Trajectory", "organisms": "Organisms", "crossstudy": "Cross-study"}
 #: the Markdown reports of each study, in the order a page shows them (those a run wrote)
 REPORTS = {
-    "stability": ("gate/report.md", "tables/main_table.md", "tables/dataset_table.md", "judge/sample.md"),
+    "stability": (
+        "gate/report.md",
+        "tables/main_table.md",
+        "tables/dataset_table.md",
+        "tables/degenerate_replies.md",
+        "judge/sample.md",
+    ),
     "trajectory": ("report.md", "figures.md"),
     "organisms": ("report.md",),
     "crossstudy": ("findings.md",),

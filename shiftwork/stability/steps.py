@@ -31,6 +31,15 @@ from shiftwork.stability import axes as axes_mod
 from shiftwork.stability import gate as gate_mod
 from shiftwork.stability import stats
 from shiftwork.stability.api_generation import api_responses, api_weight_digest
+from shiftwork.stability.degenerate import (
+    LOOP_SHARE,
+    MAX_DISTINCT_SHARE,
+    MAX_PERIOD,
+    MIN_LOOP_WORDS,
+    MIN_REPEATS,
+    MIN_WORDS_FOR_VARIETY,
+    degenerate_shares,
+)
 from shiftwork.stability.figures import preservation_plot, radar_plot, strength_plot
 from shiftwork.stability.gate_report import gate_markdown, gate_overview
 from shiftwork.stability.jobs import ApiJob, AxesJob, GenerateJob, TextModel
@@ -39,6 +48,7 @@ from shiftwork.stability.prompts import load_prompts
 from shiftwork.stability.report import (
     family_plot,
     sgs_heatmap,
+    write_degenerate_tables,
     write_eps_tables,
     write_significance_tables,
     write_tables,
@@ -512,6 +522,27 @@ def aggregate_stability(
     write_table(stats.strength_curves(normalised), outs["strength"], prov)
 
 
+def count_degenerate_replies(generation_paths: Sequence[str], out: str) -> None:
+    """The share of degenerate replies (empty, a loop, a jumble of a few words) per model and
+    dataset, for the baselines' replies, the variants' and all
+    (:func:`shiftwork.stability.degenerate.degenerate_shares`), from every generations table."""
+    columns = ["model", "dataset", "family", "response"]
+    generations = pd.concat([read_table(p, columns)[columns] for p in generation_paths], ignore_index=True)
+    table = degenerate_shares(generations)
+    rule = {
+        "max_period": MAX_PERIOD,
+        "min_repeats": MIN_REPEATS,
+        "min_loop_words": MIN_LOOP_WORDS,
+        "loop_share": LOOP_SHARE,
+        "min_words_for_variety": MIN_WORDS_FOR_VARIETY,
+        "max_distinct_share": MAX_DISTINCT_SHARE,
+    }
+    write_table(table, out, make_provenance("count_degenerate_replies", rule))
+    every = table[(table["dataset"] == stats.ALL) & (table["replies"] == "all")]
+    for r in every.itertuples(index=False):
+        LOGGER.info("%s: %d of %d replies degenerate", r.model, r.n_degenerate, r.n_replies)
+
+
 def report_stability(
     inputs: Mapping[str, Any],
     eps_values: Sequence[float],
@@ -521,8 +552,10 @@ def report_stability(
 ) -> None:
     """The tables (at the primary eps, at every eps, and the counts of significant cells) and the
     figures (heatmap with the primary eps's significance stars, families with t-intervals over
-    prompts from the strength curves, radar, prompt preservation, strength curves). ``inputs`` names the
-    statistics tables and ``gate_scores``, the gate's per-variant scores of every dataset;
+    prompts from the strength curves, radar, prompt preservation, strength curves), and the shares
+    of degenerate replies. ``inputs`` names the statistics tables, ``degenerate``
+    (:func:`count_degenerate_replies`) and ``gate_scores``, the gate's per-variant scores of every
+    dataset;
     ``figures`` maps ``<name>_png`` / ``<name>_svg`` to paths."""
     total = read_table(inputs["total_sgs"])
     per_dataset = read_table(inputs["dataset_sgs"])
@@ -532,6 +565,7 @@ def report_stability(
     write_tables(total, per_dataset, tests_total, tests_dataset, table_dir, eps=primary_eps)
     write_eps_tables(total, per_dataset, tests_total, tests_dataset, table_dir, eps_values, prov)
     write_significance_tables(tests_total, tests_dataset, table_dir, prov)
+    write_degenerate_tables(read_table(inputs["degenerate"]), table_dir)
     curves = read_table(inputs["strength"])
     sgs_heatmap(total, figures["heatmap_png"], figures["heatmap_svg"], tests_total, primary_eps)
     family_plot(read_table(inputs["breakdown"]), figures["family_png"], figures["family_svg"], curves)
