@@ -6,7 +6,12 @@ CATALOGUE = load_catalogue()
 # The final rules of each study (their outputs are the study's figures and tables) and, for
 # rules with a {run} wildcard, the runs to expand it with.
 STUDY_RULES = {
-    "stability": ["report_gate", "aggregate_stability", "report_stability"]
+    "stability": [
+        "report_gate",
+        "aggregate_stability",
+        "count_degenerate_replies",
+        "report_stability",
+    ]
     + (["judge_sample", "check_judge"] if JUDGE else []),
     "trajectory": ["collect_scores", "analyse_trajectory", "plot_trajectory"],
     "organisms": ["report_organisms", "plot_organism_run"]

@@ -20,6 +20,8 @@ rule sample_prompts:
         "../scripts/sample_prompts.py"
 
 
+# Structural variants: by the rewriter model named in stability.variants.structural.rewriter,
+# or, with none named, from the prompt set's hand-written file (no model, no GPU).
 rule rewrite_prompts:
     input:
         prompts=res("stability/prompts/{dataset}.parquet"),
@@ -30,6 +32,8 @@ rule rewrite_prompts:
         logs("rewrite_prompts/{dataset}.log"),
     benchmark:
         bench("rewrite_prompts/{dataset}.tsv")
+    wildcard_constraints:
+        dataset=rewrites_pattern(handwritten=False),
     conda:
         gpu_env
     resources:
@@ -43,6 +47,24 @@ rule rewrite_prompts:
         api_cache=rewriter_cache,
     script:
         "../scripts/rewrite_prompts.py"
+
+
+rule select_handwritten_rewrites:
+    input:
+        prompts=res("stability/prompts/{dataset}.parquet"),
+        variants=handwritten_file,
+    output:
+        rewrites=res("stability/rewrites/{dataset}.parquet"),
+    log:
+        logs("select_handwritten_rewrites/{dataset}.log"),
+    wildcard_constraints:
+        dataset=rewrites_pattern(handwritten=True),
+    conda:
+        "../envs/shiftwork.yaml"
+    params:
+        settings=HANDWRITTEN,
+    script:
+        "../scripts/select_handwritten_rewrites.py"
 
 
 rule make_variants:
@@ -350,6 +372,19 @@ rule aggregate_stability:
         "../scripts/aggregate_stability.py"
 
 
+rule count_degenerate_replies:
+    input:
+        generations=all_generations,
+    output:
+        table=res("stability/stats/degenerate.parquet"),
+    log:
+        logs("count_degenerate_replies.log"),
+    conda:
+        "../envs/shiftwork.yaml"
+    script:
+        "../scripts/count_degenerate_replies.py"
+
+
 rule report_stability:
     input:
         total_sgs=res("stability/stats/total_sgs.parquet"),
@@ -358,11 +393,15 @@ rule report_stability:
         ttests_dataset=res("stability/stats/ttests_dataset.parquet"),
         breakdown=res("stability/stats/breakdown.parquet"),
         strength=res("stability/stats/strength.parquet"),
+        degenerate=res("stability/stats/degenerate.parquet"),
         gate_scores=gate_outputs("scores"),
         judge_report=judge_report,
     output:
         tables=multiext(res("stability/tables/main_table"), ".md", ".tex", ".csv")
         + multiext(res("stability/tables/dataset_table"), ".md", ".tex", ".csv"),
+        degenerate=multiext(
+            res("stability/tables/degenerate_replies"), ".md", ".tex", ".csv"
+        ),
         eps_tables=eps_tables(),
         significance=significance_tables(),
         heatmap_png=res("stability/figures/sgs_heatmap.png"),

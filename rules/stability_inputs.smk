@@ -3,13 +3,18 @@
 import math
 
 from shiftwork.models.sources import is_api
-from shiftwork.stability.config import uses_rewriter
+from shiftwork.stability.config import needs_rewrites
+from shiftwork.stability.variants.handwritten import handwritten_path
 from shiftwork.stability.report import SIGNIFICANCE_NAMES, eps_table_names
 from shiftwork.stability.sections import AxesSettings
 
 STABILITY = config["stability"]
 VARIANTS = STABILITY["variants"]
 STRUCTURAL = VARIANTS["structural"]
+# what select_handwritten_rewrites reads of it (the rewriter's own settings rerun nothing there)
+HANDWRITTEN = {
+    key: STRUCTURAL[key] for key in ("lengths", "form", "baseline", "length_anchor")
+}
 GATE = STABILITY["gate"]
 # what score_axes reads of stability.axes (the encoder and judge reach it resolved; R, the judge
 # sample: other rules), so that changing those reruns nothing here
@@ -61,6 +66,20 @@ def api_cache(name):
     return f"results/cache/api/{name}"
 
 
+def rewrites_pattern(handwritten):
+    """A wildcard constraint matching every dataset when the structural variants come from the
+    hand-written files (``handwritten``: no rewriter named) or from the rewriter (not), else none.
+    """
+    chosen = (STRUCTURAL["rewriter"] is None) == handwritten
+    return "|".join(map(re.escape, config["datasets"])) if chosen else "(?!)"
+
+
+def handwritten_file(wildcards):
+    """The hand-written structural variants of the dataset's prompt set (checked to exist
+    before any job: shiftwork.config)."""
+    return handwritten_path(config["datasets"][wildcards.dataset]["source"])
+
+
 def rewriter_api(wildcards):
     return api_source(STRUCTURAL["rewriter"])
 
@@ -79,7 +98,7 @@ def rewriter_dtype(wildcards):
 
 def variant_inputs(wildcards):
     inputs = {"prompts": f"{OUT}/stability/prompts/{wildcards.dataset}.parquet"}
-    if uses_rewriter(STRUCTURAL):
+    if needs_rewrites(STRUCTURAL):
         inputs["rewrites"] = f"{OUT}/stability/rewrites/{wildcards.dataset}.parquet"
     return inputs
 
@@ -278,6 +297,10 @@ def all_judgments(wildcards):
     return per_model_dataset(res("stability/judgments/{model}/{dataset}.parquet"))
 
 
+def all_generations(wildcards):
+    return per_model_dataset(res("stability/generations/{model}/{dataset}.parquet"))
+
+
 def all_deltas(wildcards):
     return per_model_dataset(res("stability/deltas/{model}/{dataset}.parquet"))
 
@@ -303,6 +326,7 @@ def stability_targets():
         res("stability/gate/report.md"),
         res("stability/gate/report.parquet"),
         *multiext(res("stability/tables/main_table"), ".md", ".tex", ".csv"),
+        res("stability/tables/degenerate_replies.md"),
         res("stability/figures/sgs_heatmap.png"),
         res("stability/figures/family.png"),
         *([res("stability/judge/sample.md")] if JUDGE else []),

@@ -33,6 +33,7 @@ from shiftwork.schema import with_defaults as with_defaults
 from shiftwork.stability.config import stability_errors
 from shiftwork.stability.config import uses_rewriter as uses_rewriter
 from shiftwork.stability.prompts import DatasetError, load_prompts
+from shiftwork.stability.variants.handwritten import handwritten_config_errors
 from shiftwork.trajectory.config import RUN_NAME as RUN_NAME
 from shiftwork.trajectory.config import expand_runs as expand_runs
 from shiftwork.trajectory.config import finetune_schedule as finetune_schedule
@@ -341,8 +342,9 @@ def used_models(config: Mapping[str, Any]) -> list[str]:
 
 def content_errors(config: Mapping[str, Any], root: str | Path = ".", check_keys: bool = True) -> list[str]:
     """What would make a job fail that can be seen before any job runs: a model source that
-    cannot work (checked without loading weights) and, for prompt sets read from files, every
-    row (read and sampled exactly as ``sample_prompts`` will)."""
+    cannot work (checked without loading weights), for prompt sets read from files, every
+    row (read and sampled exactly as ``sample_prompts`` will), and, without a rewriter, the
+    hand-written structural variants of every dataset of the stability study."""
     errors = []
     for name in used_models(config):
         errors += [
@@ -357,7 +359,7 @@ def content_errors(config: Mapping[str, Any], root: str | Path = ".", check_keys
             load_prompts(name, spec, root)
         except DatasetError as err:
             errors.append(f"config key 'datasets.{name}': {err}")
-    return errors
+    return errors + handwritten_config_errors(config, root)
 
 
 def api_key_errors(config: Mapping[str, Any]) -> list[str]:

@@ -309,6 +309,19 @@ def test_stability_values(run_dir):
 
 
 @pytest.mark.workflow
+def test_degenerate_replies_count_every_reply_once(run_dir):
+    from shiftwork.stability.degenerate import is_degenerate
+
+    res = run_dir / "results/default/stability"
+    gens = pd.read_parquet(res / "generations/smollm2-135m-instruct/tiny.parquet")
+    degenerate = pd.read_parquet(res / "stats/degenerate.parquet")
+    every = degenerate[(degenerate["dataset"] == "all") & (degenerate["replies"] == "all")]
+    assert every["n_replies"].tolist() == [len(gens)]
+    assert every["n_degenerate"].item() == sum(map(is_degenerate, gens["response"].fillna("")))
+    assert "degenerate" in (res / "tables/degenerate_replies.md").read_text()
+
+
+@pytest.mark.workflow
 def test_changing_eps_reruns_only_statistics(run_dir):
     cfg_path = run_dir / "config" / "config.yaml"
     original = cfg_path.read_text()

@@ -33,6 +33,7 @@ REPORTS = {
         "gate/report.md",
         "tables/main_table.md",
         "tables/dataset_table.md",
+        "tables/degenerate_replies.md",
         "judge/report.md",
         "judge/sample.md",
     ),

@@ -9,9 +9,17 @@ from typing import Any
 from shiftwork.schema import unknown_name
 
 
-def uses_rewriter(structural: Mapping[str, Any]) -> bool:
-    """Whether ``stability.variants.structural`` (defaults filled in) asks for any rewrite."""
+def needs_rewrites(structural: Mapping[str, Any]) -> bool:
+    """Whether ``stability.variants.structural`` (defaults filled in) asks for any structural
+    variant, from the rewriter or the hand-written files."""
     return bool(structural["enabled"] and (structural["lengths"] or structural["form"]))
+
+
+def uses_rewriter(structural: Mapping[str, Any]) -> bool:
+    """Whether a rewriter model writes the structural variants: some are asked for and
+    ``rewriter`` names a model (null: the hand-written files,
+    :mod:`shiftwork.stability.variants.handwritten`)."""
+    return needs_rewrites(structural) and structural.get("rewriter") is not None
 
 
 def stability_errors(config: Mapping[str, Any]) -> list[str]:
@@ -98,12 +106,9 @@ def gate_errors(st: Mapping[str, Any], encoders: set[str]) -> list[str]:
 
 
 def rewriter_errors(st: Mapping[str, Any], models: set[str]) -> list[str]:
-    """Structural rewrites name their rewriter, a registered model."""
+    """A rewriter, where one is named, is a registered model (without one the structural variants
+    are the hand-written ones, checked with the prompt sets: :mod:`shiftwork.config`)."""
     structural = (st.get("variants") or {}).get("structural") or {}
     if not uses_rewriter(structural):
         return []
-    if "rewriter" not in structural:
-        return [
-            "config key 'stability.variants.structural': 'rewriter' is required when structural rewrites are enabled"
-        ]
     return unknown_name("stability.variants.structural.rewriter", structural["rewriter"], models, "model")

@@ -322,6 +322,50 @@ def write_significance_tables(
     return paths
 
 
+DEGENERATE_NAMES = [f"degenerate_replies.{ext}" for ext in ("md", "tex", "csv")]
+DEGENERATE_NOTE = (
+    "Share of degenerate replies (count of all): empty (no letter or digit), a loop (a group of 1 to 4 words "
+    "repeated back to back at least 3 times, over at least 4 words, covering at least half the reply's words), "
+    "or at least 12 words of which at most a quarter distinct. baseline: the replies to the prompts; variants: "
+    "the replies to their variants; dataset all: every dataset of the model."
+)
+
+
+def _share_text(n_bad: int, n: int) -> str:
+    return f"{n_bad / n:.3f} ({n_bad} of {n})" if n else "n/a"
+
+
+def degenerate_display(table: pd.DataFrame) -> pd.DataFrame:
+    """:func:`shiftwork.stability.degenerate.degenerate_shares` as a display table: a row per
+    model and dataset (``all`` last), a column per kind of reply (``baseline``, ``variants``,
+    ``all``) reading ``"0.250 (1 of 4)"``."""
+    require_columns(table, ["model", "dataset", "replies", "n_replies", "n_degenerate"], "degenerate table")
+    heads = {"baseline": "baseline", "variant": "variants", "all": "all"}
+    rows = []
+    for (model, dataset), g in table.groupby(["model", "dataset"], sort=False):
+        cells = {r.replies: _share_text(int(r.n_degenerate), int(r.n_replies)) for r in g.itertuples(index=False)}
+        rows.append({"model": model, "dataset": dataset, **{h: cells.get(k, "n/a") for k, h in heads.items()}})
+    return pd.DataFrame(rows, columns=["model", "dataset", *heads.values()])
+
+
+def write_degenerate_tables(table: pd.DataFrame, out_dir: str | os.PathLike) -> dict[str, Path]:
+    """The shares of degenerate replies (:func:`degenerate_display`) as ``degenerate_replies.md``
+    and ``.tex`` with the rule under them, and the numeric table as ``.csv``. Returns the paths
+    keyed by file name (:data:`DEGENERATE_NAMES`)."""
+    out = Path(out_dir)
+    display = degenerate_display(table)
+    md = f"{to_markdown(display)}\n{DEGENERATE_NOTE}\n"
+    tex = to_latex(display, f"Degenerate replies per model and dataset. {DEGENERATE_NOTE}", "tab:degenerate")
+    paths = {
+        "degenerate_replies.md": write_text(md, out / "degenerate_replies.md"),
+        "degenerate_replies.tex": write_text(tex, out / "degenerate_replies.tex"),
+    }
+    with atomic_file(out / "degenerate_replies.csv") as tmp:
+        table.to_csv(tmp, index=False)
+    paths["degenerate_replies.csv"] = out / "degenerate_replies.csv"
+    return paths
+
+
 # --------------------------------------------------------------------------- figures
 
 

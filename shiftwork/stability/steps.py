@@ -32,6 +32,15 @@ from shiftwork.stability import gate as gate_mod
 from shiftwork.stability import judge_controls as controls_mod
 from shiftwork.stability import stats
 from shiftwork.stability.api_generation import api_responses, api_weight_digest
+from shiftwork.stability.degenerate import (
+    LOOP_SHARE,
+    MAX_DISTINCT_SHARE,
+    MAX_PERIOD,
+    MIN_LOOP_WORDS,
+    MIN_REPEATS,
+    MIN_WORDS_FOR_VARIETY,
+    degenerate_shares,
+)
 from shiftwork.stability.figures import preservation_plot, radar_plot, strength_plot
 from shiftwork.stability.gate_report import gate_markdown, gate_overview
 from shiftwork.stability.jobs import ApiJob, AxesJob, GenerateJob, JudgeCheckJob, TextModel
@@ -47,6 +56,7 @@ from shiftwork.stability.prompts import load_prompts
 from shiftwork.stability.report import (
     family_plot,
     sgs_heatmap,
+    write_degenerate_tables,
     write_eps_tables,
     write_significance_tables,
     write_tables,
@@ -54,6 +64,7 @@ from shiftwork.stability.report import (
 from shiftwork.stability.rows import baseline_rows, shard_rows, throughput
 from shiftwork.stability.sections import AxesSettings
 from shiftwork.stability.variants.build import build_variants_counted
+from shiftwork.stability.variants.handwritten import handwritten_rewrites, read_handwritten
 from shiftwork.stability.variants.structural import merge_cache, messages_as_plain, rewrite_requests, run_rewrites
 from shiftwork.tables import TableWriter, read_cache, read_provenance, read_table, write_table, write_text
 
@@ -590,6 +601,27 @@ def aggregate_stability(
     write_table(stats.strength_curves(normalised), outs["strength"], prov)
 
 
+def count_degenerate_replies(generation_paths: Sequence[str], out: str) -> None:
+    """The share of degenerate replies (empty, a loop, a jumble of a few words) per model and
+    dataset, for the baselines' replies, the variants' and all
+    (:func:`shiftwork.stability.degenerate.degenerate_shares`), from every generations table."""
+    columns = ["model", "dataset", "family", "response"]
+    generations = pd.concat([read_table(p, columns)[columns] for p in generation_paths], ignore_index=True)
+    table = degenerate_shares(generations)
+    rule = {
+        "max_period": MAX_PERIOD,
+        "min_repeats": MIN_REPEATS,
+        "min_loop_words": MIN_LOOP_WORDS,
+        "loop_share": LOOP_SHARE,
+        "min_words_for_variety": MIN_WORDS_FOR_VARIETY,
+        "max_distinct_share": MAX_DISTINCT_SHARE,
+    }
+    write_table(table, out, make_provenance("count_degenerate_replies", rule))
+    every = table[(table["dataset"] == stats.ALL) & (table["replies"] == "all")]
+    for r in every.itertuples(index=False):
+        LOGGER.info("%s: %d of %d replies degenerate", r.model, r.n_degenerate, r.n_replies)
+
+
 def report_stability(
     inputs: Mapping[str, Any],
     eps_values: Sequence[float],
@@ -599,10 +631,11 @@ def report_stability(
 ) -> None:
     """The tables (at the primary eps, at every eps, and the counts of significant cells) and the
     figures (heatmap with the primary eps's significance stars, families with t-intervals over
-    prompts from the strength curves, radar, prompt preservation, strength curves). ``inputs`` names the
-    statistics tables and ``gate_scores``, the gate's per-variant scores of every dataset, and
-    with a judge ``judge_report``, the report of its controls, whose verdict the main and dataset
-    tables name in a footnote (:func:`~shiftwork.stability.judge_controls.check_footnote`);
+    prompts from the strength curves, radar, prompt preservation, strength curves), and the shares
+    of degenerate replies. ``inputs`` names the statistics tables, ``degenerate``
+    (:func:`count_degenerate_replies`), ``gate_scores``, the gate's per-variant scores of every
+    dataset, and with a judge ``judge_report``, the report of its controls, whose verdict the main
+    and dataset tables name in a footnote (:func:`~shiftwork.stability.judge_controls.check_footnote`);
     ``figures`` maps ``<name>_png`` / ``<name>_svg`` to paths."""
     total = read_table(inputs["total_sgs"])
     per_dataset = read_table(inputs["dataset_sgs"])
@@ -615,6 +648,7 @@ def report_stability(
     write_tables(total, per_dataset, tests_total, tests_dataset, table_dir, eps=primary_eps, footnote=footnote)
     write_eps_tables(total, per_dataset, tests_total, tests_dataset, table_dir, eps_values, prov)
     write_significance_tables(tests_total, tests_dataset, table_dir, prov)
+    write_degenerate_tables(read_table(inputs["degenerate"]), table_dir)
     curves = read_table(inputs["strength"])
     sgs_heatmap(total, figures["heatmap_png"], figures["heatmap_svg"], tests_total, primary_eps)
     family_plot(read_table(inputs["breakdown"]), figures["family_png"], figures["family_svg"], curves)
@@ -669,6 +703,17 @@ def rewrite_prompts(
     if n_new:
         write_table(merge_cache(cache, table), cache_path, prov)
     write_table(table, out, prov)
+
+
+def select_handwritten_rewrites(prompts_path: str, variants_path: str, settings: Mapping[str, Any], out: str) -> None:
+    """The structural variants of every prompt from its prompt set's hand-written file, in the
+    table :func:`rewrite_prompts` writes (``settings``: ``lengths``, ``form``, ``baseline`` and
+    ``length_anchor`` of ``stability.variants.structural``, which choose the rows as they choose
+    a rewriter's requests)."""
+    prompts = read_table(prompts_path, ["dataset", "prompt_id", "prompt"])
+    table = handwritten_rewrites(prompts, read_handwritten(variants_path), settings, variants_path)
+    write_table(table, out, make_provenance("select_handwritten_rewrites", dict(settings) | {"file": variants_path}))
+    LOGGER.info("%d hand-written rewrites of %d prompts, from %s", len(table), len(prompts), variants_path)
 
 
 def _rewrite(name: str, rewriter: TextModel, max_new: int, instructions: Sequence[str]) -> list[str]:
