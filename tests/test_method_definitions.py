@@ -332,9 +332,10 @@ def test_definitions_enter_the_provenance_only_away_from_their_defaults():
         {"length_mirroring": "at_one", "empty_baseline": "zero", "act_layers": "last", "judge_cue_guard": True}
     )
     assert steps._definition_settings(AxesJob(paper, "enc", length_anchor="original")) == {
-        "length_anchor": "original",
-        "length_mirroring": "at_one",
+        "length_anchor": "original",  # length_mirroring at_one: the method's, and the default
         "empty_baseline": "zero",
         "act_layers": "last",
         "judge_cue_guard": True,
     }
+    earlier = AxesSettings.from_config({"length_mirroring": "at_multiple"})
+    assert steps._definition_settings(AxesJob(earlier, "enc")) == {"length_mirroring": "at_multiple"}
