@@ -36,6 +36,7 @@ from scipy.stats import binomtest
 
 from shiftwork.checks import require_columns
 from shiftwork.reports.tables import to_markdown
+from shiftwork.stability.judge import PAIR_COLUMNS as JUDGED_COLUMNS
 from shiftwork.stability.judge import Complete, is_judged, judge_pairs
 from shiftwork.stability.judge_plants import plant
 
@@ -43,16 +44,7 @@ CONTROLS: tuple[str, ...] = ("identical", "swapped", "opposite", "planted")
 PAIR_KEY: list[str] = ["model", "dataset", "prompt_id", "variant_id"]
 PROMPT_KEY: list[str] = ["model", "dataset", "prompt_id"]
 GENERATION_COLUMNS: list[str] = [*PAIR_KEY, "family", "kind", "strength", "text", "response"]
-PAIR_COLUMNS: list[str] = [
-    *PAIR_KEY,
-    "family",
-    "kind",
-    "strength",
-    "original_prompt",
-    "original_reply",
-    "variant_prompt",
-    "variant_reply",
-]
+PAIR_COLUMNS: list[str] = [*PAIR_KEY, *JUDGED_COLUMNS]
 EXPECTED: dict[str, str] = {
     "identical": "NO",
     "swapped": "not both YES",
