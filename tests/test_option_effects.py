@@ -249,6 +249,8 @@ def test_the_command_writes_the_table_and_the_page(finished_run, tmp_path):
     ]
     page = (out / "effects.md").read_text()
     assert "| results | `results/default/` |" in page  # relative to the working directory
+    commit = page.split("| commit | ")[1].split(" |")[0]
+    assert f"| the run's commit | {commit} (aggregate_stability) |" in page  # this checkout made the run
     assert (
         "changes a conclusion of this run: yes (verdicts changed per model: 2 of 12 cells; per model and dataset: 2 of 12 cells)"
         in page

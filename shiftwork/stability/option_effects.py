@@ -59,7 +59,7 @@ from shiftwork.stability.jobs import AxesJob, TextModel, judge_model
 from shiftwork.stability.sections import AxesSettings
 from shiftwork.stability.stats import ALL
 from shiftwork.stability.variants.structural import is_anchor
-from shiftwork.tables import TableError, read_table, write_table, write_text
+from shiftwork.tables import TableError, read_provenance, read_table, write_table, write_text
 
 LENGTH_ANCHOR_KEY = "stability.variants.structural.length_anchor"
 #: the t-tests compared: per model (the main table), per model and dataset (the dataset table)
@@ -411,8 +411,7 @@ def option_section(label: str, cells: pd.DataFrame, notes: Sequence[str]) -> str
         "",
         f"changes a conclusion of this run: {'yes' if changed else 'no'} ({verdict_counts(cells)})",
         "",
-        *notes,
-        "",
+        *(line for note in notes for line in (note, "")),
     ]
     if changed:
         lines += ["Cells whose verdict changed:", "", changed_table(cells)]
@@ -432,17 +431,24 @@ def reproduction_line(reproduced: pd.DataFrame) -> str:
 
 
 def page_head(results: Path, configfile: Path) -> dict[str, str]:
-    """The head of the page: the checkout's commit (marked when it has uncommitted changes), the
-    config and its sha256, the results folder and the CPU."""
-    state = checkout_state()
-    commit = (state["commit"] or "unknown")[:12] + (" (with uncommitted changes)" if state["dirty"] else "")
+    """The head of the page: this checkout's commit (marked when it has uncommitted changes), the
+    commit the run's statistics were made at (from their provenance), the config and its sha256,
+    the results folder and the CPU."""
+    run_code = read_provenance(results / "stability" / "stats" / "ttests_model.parquet").get("code", {})
     sha = hashlib.sha256(configfile.read_bytes()).hexdigest()[:16]
     return {
-        "commit": f"`{commit}`",
+        "commit": f"`{commit_label(checkout_state())}`",
+        "the run's commit": f"`{commit_label(run_code)}` (aggregate_stability)",
         "config": f"`{shown_path(configfile)}` (sha256 `{sha}`)",
         "results": f"`{shown_path(results)}/`",
         "CPU": cpu_capability()["label"],
     }
+
+
+def commit_label(code: Mapping[str, Any]) -> str:
+    """A commit's first 12 characters, marked when its checkout had uncommitted changes."""
+    commit = str(code.get("commit") or "unknown")[:12]
+    return commit + (" (with uncommitted changes)" if code.get("dirty") else "")
 
 
 def shown_path(path: Path) -> str:
