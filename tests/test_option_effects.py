@@ -169,8 +169,8 @@ def test_length_anchor_original_leaves_out_the_unit_rewrites(finished_run):
     assert bert.loc[0.05, "p_option"] == pytest.approx(cauchy_p(0.2 / 0.25), abs=1e-12)
     assert not bert["changed"].any()
     # two 1.0x rows left out; prompt x was dropped by the gate for its 1.0x rewrite alone, y not
-    assert notes[label][-1].startswith("2 1.0x length rewrites were left out")
-    assert "1 prompts the meaning gate dropped" in notes[label][-1]
+    assert "1.0x length rewrites left out (the 1.0 level is the prompt itself): 2." in notes[label][-1]
+    assert notes[label][-1].endswith("which have no replies and stay out: 1.")
 
 
 def test_without_unit_lengths_drops_the_rows_from_both_tables():

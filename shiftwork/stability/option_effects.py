@@ -313,7 +313,7 @@ def _recomputed(plan: RunPlan, results: Path, what: str) -> tuple[dict[str, pd.D
     return tests, left_out
 
 
-def option_notes(option: Option, config: Mapping[str, Any], left_out: int, gate_drops: int) -> list[str]:
+def option_notes(option: Option, config: Mapping[str, Any], left_out: int, gate_dropped: int) -> list[str]:
     """What the page says of an option beside its verdicts: the run's value, and where the option
     has nothing to act on or left rows out."""
     run_value = config_value(config, option.key)
@@ -330,8 +330,8 @@ def option_notes(option: Option, config: Mapping[str, Any], left_out: int, gate_
         )
     if left_out:
         notes.append(
-            f"{left_out} 1.0x length rewrites were left out (the 1.0 level is the prompt itself); "
-            f"{gate_drops} prompts the meaning gate dropped for their 1.0x rewrite alone have no replies and stay out."
+            f"1.0x length rewrites left out (the 1.0 level is the prompt itself): {left_out}. Prompts the "
+            f"meaning gate dropped for their 1.0x rewrite alone, which have no replies and stay out: {gate_dropped}."
         )
     return notes
 
