@@ -26,7 +26,7 @@ ifeq ($(LOCK),)
 $(error GPU must be cpu or cuda, not '$(GPU)')
 endif
 
-.PHONY: FORCE run trajectory organisms crossstudy organisms-smollm2 smoke rehearse rehearse-reduced report test test-all lint format docs docs-config publish setup clean-results bench-load bench
+.PHONY: FORCE run trajectory organisms crossstudy organisms-smollm2 smoke rehearse rehearse-reduced report test test-all lint format docs docs-config publish option-effects setup clean-results bench-load bench
 
 setup: $(STAMP)
 
@@ -118,6 +118,17 @@ lint: $(STAMP)
 PUBLISH_STUDIES ?= stability trajectory organisms crossstudy
 publish: $(STAMP)
 	$(BIN)/python -m shiftwork.docs.publish --cores $(CORES) --studies $(PUBLISH_STUDIES)
+
+# whether each definition option where the default differs from the method's reference code (and
+# at_multiple, the earlier default of length mirroring) changes a conclusion of the default run:
+# its deltas recomputed from the run's own replies with that option changed (docs/stability.md);
+# the page goes to docs/results/stability_options.md
+OPTION_EFFECTS := stability.variants.structural.length_anchor=original stability.axes.length_mirroring=at_multiple \
+	stability.axes.empty_baseline=zero stability.axes.act_layers=last stability.axes.judge_cue_guard=true
+option-effects: $(STAMP)
+	$(BIN)/python -m shiftwork.stability.option_effects --results results/default --configfile config/config.yaml \
+		--out results/default/option_effects $(addprefix --option ,$(OPTION_EFFECTS))
+	cp results/default/option_effects/effects.md docs/results/stability_options.md
 
 docs-config: $(STAMP)
 	$(BIN)/python -m shiftwork.docs.config_reference docs/configuration.md
