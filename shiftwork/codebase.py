@@ -59,6 +59,12 @@ def loaded_files(extra: tuple[Path, ...] = ()) -> dict[str, str | None]:
     return {str(p.relative_to(CHECKOUT)): source_digest(p) for p in sorted(paths) if p.is_relative_to(CHECKOUT)}
 
 
+#: the git command (after ``git -C DIR``) that lists a checkout's uncommitted changes: tracked
+#: files only, and not the results pages that `make publish` and `make option-effects` write
+#: (writing one must not mark the next command's record as made by changed code)
+CHANGED_FILES: tuple[str, ...] = ("status", "--porcelain", "--untracked-files=no", "--", ".", ":(exclude)docs/results")
+
+
 @functools.lru_cache(maxsize=1)
 def checkout_state() -> dict[str, str | bool | None]:
     """The checkout's commit, and whether its tracked files differ from it (None for both when
@@ -74,7 +80,7 @@ def checkout_state() -> dict[str, str | bool | None]:
     commit = git("rev-parse", "HEAD") if (CHECKOUT / ".git").exists() else None
     if commit is None:
         return {"commit": None, "dirty": None}
-    status = git("status", "--porcelain", "--untracked-files=no")
+    status = git(*CHANGED_FILES)
     return {"commit": commit.strip(), "dirty": None if status is None else bool(status.strip())}
 
 

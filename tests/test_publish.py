@@ -136,3 +136,24 @@ def test_publishing_one_study_leaves_the_others_pages_and_records(work, monkeypa
     assert records["stability"]["commit"] == "n3wn3wn3wn3w" and records["trajectory"]["commit"] == "0ld0ld0ld0ld"
     with pytest.raises(ValueError, match="choose among"):
         pub.publish(work, pub.Path("config/config.yaml"), "default", out, 2, ["stabilty"])
+
+
+def test_a_written_results_page_is_not_a_code_change(tmp_path):
+    """The pages under docs/results are the commands' own output: a checkout whose only change
+    is one of them counts as clean; a change to any other tracked file does not."""
+    from shiftwork.codebase import CHANGED_FILES
+
+    def git(*args):
+        return subprocess.run(["git", "-C", str(tmp_path), *args], capture_output=True, text=True, check=True).stdout
+
+    (tmp_path / "docs" / "results").mkdir(parents=True)
+    (tmp_path / "docs" / "results" / "stability.md").write_text("old\n")
+    (tmp_path / "code.py").write_text("x = 1\n")
+    git("init", "-q")
+    git("add", ".")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "start")
+    (tmp_path / "docs" / "results" / "stability.md").write_text("new\n")
+    (tmp_path / "untracked.txt").write_text("?\n")
+    assert git(*CHANGED_FILES) == ""
+    (tmp_path / "code.py").write_text("x = 2\n")
+    assert git(*CHANGED_FILES).split() == ["M", "code.py"]

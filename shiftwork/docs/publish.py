@@ -25,6 +25,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from shiftwork.codebase import CHANGED_FILES
+
 STUDIES = ("stability", "trajectory", "organisms", "crossstudy")
 TITLES = {"stability": "Stability", "trajectory": "Trajectory", "organisms": "Organisms", "crossstudy": "Cross-study"}
 #: the Markdown reports of each study, in the order a page shows them (those a run wrote)
@@ -166,7 +168,7 @@ def make_record(workdir: Path, configfile: Path, name: str, cores: int) -> dict[
     from shiftwork.precision import cpu_capability
 
     commit = _git(workdir, "rev-parse", "--short=12", "HEAD") or "unknown"
-    if _git(workdir, "status", "--porcelain", "--untracked-files=no"):
+    if _git(workdir, *CHANGED_FILES):
         commit += " (with uncommitted changes)"
     job_s, jobs = job_time(workdir / "benchmarks" / name)
     elapsed, runs = run_time(workdir, name)
