@@ -145,6 +145,7 @@ GPU_RULES = {
     "generate_model_responses",
     "generate_shard_responses",
     "score_axes",
+    "check_judge",  # paper.yaml's judge is a local model; one behind an API runs on no GPU
     "finetune_model",
     "evaluate_checkpoint",
     "train_sft",
