@@ -24,7 +24,10 @@ penalty weight of the point estimate held fixed (re-choosing it by GCV in every 
 cost a grid search per column and resample); the basis is rebuilt on the resampled ID column.
 A resample in which a correlation is undefined (the ID column constant, or an OOD column with no
 variance left after the control, as in the point estimate) gives NaN and is left out of
-:func:`bootstrap_summary`.
+:func:`bootstrap_summary`. A resampled ID column whose values bunch on fewer points than the GAM
+basis has knots can make the penalised system singular; its fit is still unique and
+:func:`~shiftwork.trajectory.gam.penalised_residuals` gives it (see the notes of
+:mod:`shiftwork.trajectory.gam`), so no resample raises.
 """
 
 from __future__ import annotations

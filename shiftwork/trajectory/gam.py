@@ -40,6 +40,17 @@ an exact linear function of ``x``, where every penalised fit is exact.
 a Gaussian family with identity link (its ``penalized_wls`` doubles the penalty matrix); the
 item bootstrap uses it to refit thousands of resampled series with the penalty of the point
 estimate.
+
+Degenerate series
+    A constant ``x`` (or one with fewer than :data:`MIN_SPLINE_POINTS` distinct values) gets the
+    straight-line fit, which for a constant ``x`` only centres ``y``; a constant ``y`` is fitted
+    exactly (zero residuals). Where ``X'X + 2 alpha S`` is singular (a resampled ``x`` whose values
+    bunch on fewer points than the basis has knots leaves basis functions that neither the data
+    nor the penalty separate) the penalised least-squares problem still has unique fitted values,
+    and the closed forms take them from the minimum-norm solution (:func:`numpy.linalg.lstsq`,
+    as ``GLMGam``'s own weighted least squares does with its pseudo-inverse) instead of raising
+    :class:`numpy.linalg.LinAlgError`. Whether a correlation of such residuals is defined is
+    decided by the caller (:mod:`shiftwork.trajectory.analysis`).
 """
 
 from __future__ import annotations
@@ -120,6 +131,16 @@ def _is_linear(y: np.ndarray, x: np.ndarray) -> bool:
     return float(resid @ resid) <= 1e-12 * total
 
 
+def _penalised_solve(system: np.ndarray, rhs: np.ndarray) -> np.ndarray:
+    """``system^-1 rhs`` for the penalised normal equations ``system = X'X + 2 alpha S``; when
+    ``system`` is singular, the minimum-norm least-squares solution, whose fitted values ``X beta``
+    are the unique penalised fit (a null direction of ``system`` is one of ``X`` and of ``S``)."""
+    try:
+        return np.linalg.solve(system, rhs)
+    except np.linalg.LinAlgError:
+        return np.linalg.lstsq(system, rhs, rcond=None)[0]
+
+
 def _gcv_path(y: np.ndarray, design: np.ndarray, penalty: np.ndarray, alphas: np.ndarray) -> np.ndarray:
     """statsmodels' ``results.gcv`` of the penalised fit at every ``alpha``, in closed form:
     ``scale / (1 - tr(H) / n)**2`` with ``scale = RSS / (n - tr(H))`` and ``H = X (X'X + 2 alpha
@@ -172,9 +193,10 @@ def gam_fit(y: np.ndarray, x: np.ndarray, df: int = GAM_DF, alphas: np.ndarray =
         warnings.simplefilter("ignore")
         try:
             res = GLMGam(y, exog=np.ones((len(y), 1)), smoother=smoother, alpha=[alpha]).fit()
-        except PerfectSeparationError:  # residuals at the 1e-8 tolerance: the closed form's
+        except (PerfectSeparationError, np.linalg.LinAlgError):  # residuals at the 1e-8 tolerance
+            # (or a fit statsmodels cannot finish): the closed form's
             resid = penalised_residuals(y[:, None], x, k, np.array([alpha]))[:, 0]
-            hat = design @ np.linalg.solve(design.T @ design + 2.0 * alpha * penalty, design.T)
+            hat = design @ _penalised_solve(design.T @ design + 2.0 * alpha * penalty, design.T)
             return GamFit(resid=resid, edf=float(np.trace(hat)), alpha=alpha, df=k, gcv=float(gcv[best]))
     return GamFit(
         resid=np.asarray(res.resid_response, dtype=float),
@@ -188,7 +210,8 @@ def gam_fit(y: np.ndarray, x: np.ndarray, df: int = GAM_DF, alphas: np.ndarray =
 def penalised_residuals(ys: np.ndarray, x: np.ndarray, df: int, alphas: np.ndarray) -> np.ndarray:
     """Residuals of each column of ``ys`` (n x m) after the GAM on ``x`` with the *given*
     penalty weight of that column (``alphas``, length m; ``math.inf`` for a straight line), in
-    closed form (see the module notes); the basis is sized as in :func:`gam_fit`."""
+    closed form (see the module notes); the basis is sized as in :func:`gam_fit`. A singular
+    penalised system gives the minimum-norm solution's fit (module notes), never an error."""
     ys = np.asarray(ys, dtype=float)
     x = np.asarray(x, dtype=float)
     out = np.empty_like(ys)
@@ -203,6 +226,6 @@ def penalised_residuals(ys: np.ndarray, x: np.ndarray, df: int, alphas: np.ndarr
         if k == 0 or not np.isfinite(alpha):
             out[:, j] = ys[:, j] - line_hat @ ys[:, j]
         else:
-            beta = np.linalg.solve(gram + 2.0 * alpha * penalty, design.T @ ys[:, j])
+            beta = _penalised_solve(gram + 2.0 * alpha * penalty, design.T @ ys[:, j])
             out[:, j] = ys[:, j] - design @ beta
     return out
