@@ -46,7 +46,8 @@ Pipeline
    spline control, the GAM control, the linear partial correlation controlling for the ID
    accuracy *and* the label bias, Holm and Benjamini-Hochberg adjusted p-values across the
    pairs of the run, the *primary* method's columns (``method``: ``"linear"`` or ``"gam"``),
-   the item bootstrap of the primary correlation and the sign class of the pair.
+   the item bootstrap of the primary correlation, the sign class of the pair and, when the
+   primary correlation is undefined, the ``reason``.
 5. :func:`summary` gives, per model, the share of positive, negative and null pairs.
 
 Degenerate columns
@@ -60,7 +61,39 @@ partial correlation when the same holds for ``[1, id, bias]`` (or the two covari
 collinear). Such correlations, their p-values and confidence limits are NaN rather than an
 error; a NaN p-value is left out of the multiple-comparison family of its run (as
 :func:`pingouin.multicomp` does) and a pair whose primary p-value is NaN gets the sign
-``"null"``.
+``"null"``. This holds for every path: the linear, Spearman, spline, GAM and label-bias
+controls, the item bootstrap (a resample whose correlation is undefined is left out of the
+summary, and a pair whose point estimate is undefined gets none) and every window of
+:func:`shiftwork.trajectory.windows.window_table`, which runs :func:`pair_table` on part of
+the checkpoints (a set that varies over the run can be constant, 0 or 1, within a window).
+
+Every pair row says in ``reason`` why its primary correlation is undefined: ``""`` when
+``r_primary`` and ``p_primary`` were computed, else every cause that holds, joined by ``"; "``
+in this order (``<set>`` is the test set's name; see :func:`_primary_reason`):
+
+``"id constant"``
+    the ID accuracy does not change over the checkpoints, so no control can be fitted;
+``"too few distinct ID values for the spline"``
+    (``method="gam"``) the ID accuracy takes fewer than
+    :data:`~shiftwork.trajectory.gam.MIN_SPLINE_POINTS` distinct values, so the GAM is the
+    straight line, and an OOD residual vanished;
+``"<set> constant"``
+    the OOD set's accuracy does not change (e.g. 0 or 1 at every checkpoint);
+``"<set> has no variance left after the ID control"``
+    the OOD set varies but the primary control (the line in ``[1, id]``, or the GAM) fits it
+    exactly;
+``"no correlation of the residuals"``
+    none of the above, yet the correlation of the residuals is undefined;
+``"no residual degrees of freedom for the p-value"``
+    ``r_primary`` is defined but ``p_primary`` is not (a GAM whose effective degrees of
+    freedom leave ``n - 1 - edf <= 0``).
+
+A constant or exactly ID-determined series is therefore a row with NaN correlations, the sign
+``"null"`` and a named reason, never an exception. The other pairs of the run keep the values
+they have without the degenerate OOD set: each pair's controls use its own two sets and the ID
+set only, and the Holm and BH families count only defined p-values. (The item bootstrap draws
+the sets' items in turn, so a set sorted before others shifts their draws; the pooled label
+bias is over all of the run's test sets.)
 """
 
 from __future__ import annotations
@@ -165,6 +198,7 @@ PAIR_COLUMNS: tuple[str, ...] = (
     "boot_ci_high",
     "n_boot",
     "sign",
+    "reason",
 )
 """Columns of :func:`pair_table`, in order: the run's ``model`` and ``run``, the pair ``ood_a``,
 ``ood_b``, then (``alpha``, ``df``, ``gam_df``, ``resamples``, ``seed`` and ``together`` are the
@@ -218,7 +252,11 @@ fields of :class:`PairOptions`)
     ``resamples=0`` or when ``r_primary`` is NaN;
 ``sign``
     ``"positive"`` or ``"negative"`` (the sign of ``r_primary``) when ``p_primary_holm <
-    alpha``, else ``"null"``.
+    alpha``, else ``"null"``;
+``reason``
+    ``""`` when ``r_primary`` and ``p_primary`` were computed, else why not (a string such as
+    ``"id constant"``, ``"hans constant"`` or ``"hans has no variance left after the ID
+    control"``; see the module notes, "Degenerate columns").
 """
 
 SUMMARY_COLUMNS: tuple[str, ...] = ("model", "n_pairs", "share_positive", "share_negative", "share_null")
@@ -545,7 +583,11 @@ def _nonlinear(a: np.ndarray, b: np.ndarray, z: np.ndarray, df: int) -> tuple[fl
     uses ``dof = n - q - 1``, the same rule as a partial correlation with ``q - 1``
     covariates (``n - 3`` for the linear control, as :func:`pingouin.partial_corr`). A plain
     :func:`scipy.stats.pearsonr` on the residuals would use ``n - 2`` and be anti-conservative.
+    NaN when ``z`` is constant (there is no ID effect to fit; the design would only centre the
+    columns) or a residual vanishes.
     """
+    if np.ptp(z) == 0.0:
+        return math.nan, math.nan
     design = _design(z, "spline", df)
     if _no_variance_left(a, design) or _no_variance_left(b, design):
         return math.nan, math.nan
@@ -648,6 +690,42 @@ def _run_pairs(
             }
         )
     return out, fits
+
+
+def _primary_reason(
+    table: pd.DataFrame, a: str, b: str, method: str, fits: Mapping[str, GamFit], r: float, p: float
+) -> str:
+    """Why the primary correlation of the pair ``(a, b)`` of ``table`` (from :func:`wide`) is
+    undefined: ``""`` when ``r`` and ``p`` are both finite, else every cause that holds, joined by
+    ``"; "``, in the order of the module notes ("Degenerate columns"): the ID column constant,
+    (GAM) too few distinct ID values for the spline, each OOD column constant, each OOD column
+    with no variance left after the primary control (``method``: the line in ``[1, id]``; the GAM
+    fits ``fits``); a generic cause when none of these holds."""
+    if math.isfinite(r) and math.isfinite(p):
+        return ""
+    z = table[table.attrs["id"]].to_numpy(dtype=float)
+    id_constant = bool(np.ptp(z) == 0.0)
+    line = np.column_stack([np.ones_like(z), z])
+    per_set, vanished = [], False
+    for name in (a, b):
+        y = table[name].to_numpy(dtype=float)
+        if np.ptp(y) == 0.0:
+            per_set.append(f"{name} constant")
+        elif not id_constant and (
+            not _left_over(fits[name].resid, y) if method == "gam" else _no_variance_left(y, line)
+        ):
+            per_set.append(f"{name} has no variance left after the ID control")
+            vanished = True
+    reasons = ["id constant"] if id_constant else []
+    if vanished and method == "gam" and np.unique(z).size < MIN_SPLINE_POINTS:
+        reasons.append("too few distinct ID values for the spline")
+    reasons += per_set
+    if not reasons:
+        finite = math.isfinite(r)
+        reasons.append(
+            "no residual degrees of freedom for the p-value" if finite else "no correlation of the residuals"
+        )
+    return "; ".join(reasons)
 
 
 def _classify(r: np.ndarray, p_adj: np.ndarray, alpha: float) -> np.ndarray:
@@ -876,8 +954,9 @@ def pair_table(
     :func:`label_bias` table; when it is None and ``items`` is given it is computed from
     ``items``.
 
-    Degenerate (constant, or exactly ID-determined) columns give NaN correlations and the
-    sign ``"null"``, see the module notes. Rows are ordered by model, run, then pair. Raises
+    Degenerate (constant, or exactly ID-determined) columns give NaN correlations, the sign
+    ``"null"`` and a ``reason`` naming the cause, never an exception (in the bootstrap too); see
+    the module notes. Rows are ordered by model, run, then pair. Raises
     :class:`AnalysisError` as :func:`wide` does for any run, for ``alpha`` outside (0, 1), an
     unknown ``method``, ``gam_df < 4``, a negative ``resamples`` or ``seed``, and for ``items``
     or ``bias`` that do not cover the run's test sets and steps or disagree with ``scores``.
@@ -943,6 +1022,10 @@ def _run_pair_rows(
     part["sign"] = _classify(
         part["r_primary"].to_numpy(dtype=float), part["p_primary_holm"].to_numpy(dtype=float), alpha
     )
+    part["reason"] = [
+        _primary_reason(table, row.ood_a, row.ood_b, options.method, fits, float(row.r_primary), float(row.p_primary))
+        for row in part[["ood_a", "ood_b", "r_primary", "p_primary"]].itertuples(index=False)
+    ]
     return part
 
 

@@ -90,7 +90,8 @@ def scatter_grid(
     accuracy, y that of ``ood_b`` (``residualise(kind=method)``, in percentage points of
     accuracy), one point per checkpoint
     coloured by step (one colour bar for the figure), the least-squares line of y on x, and
-    the title ``ood_a vs ood_b`` with the pair's primary r and Holm-adjusted p from ``pairs``.
+    the title ``ood_a vs ood_b`` with the pair's primary r and Holm-adjusted p from ``pairs``
+    (``n/a`` when undefined, followed by the pair's ``reason`` in parentheses).
     Raises :class:`AnalysisError` when ``run`` has no pairs or its scores are invalid."""
     r_col, p_col = primary_columns(pairs)
     rows = pairs[pairs["run"] == run]
@@ -117,7 +118,9 @@ def scatter_grid(
             ax.axvline(0.0, color="0.8", linewidth=0.7, zorder=1)
             r, p = float(getattr(row, r_col)), float(getattr(row, p_col))
             r_text = f"{r:.2f}" if math.isfinite(r) else "n/a"
-            ax.set_title(f"{row.ood_a} vs {row.ood_b}\nr = {r_text}, Holm p = {_p_text(p)}", fontsize=9)
+            why = getattr(row, "reason", "")
+            why = f"\n({why})" if isinstance(why, str) and why else ""
+            ax.set_title(f"{row.ood_a} vs {row.ood_b}\nr = {r_text}, Holm p = {_p_text(p)}{why}", fontsize=9)
             ax.set_xlabel(f"{row.ood_a} residual (pp)", fontsize=8)
             ax.set_ylabel(f"{row.ood_b} residual (pp)", fontsize=8)
             ax.tick_params(labelsize=7)
@@ -357,7 +360,9 @@ def figures_markdown(
     alpha: float = 0.05,
 ) -> str:
     """``figures.md``: every figure of the rule ``plot_trajectory`` (under ``figures/``) with a
-    one-line caption, then the fingerprint table and, when given, the window table."""
+    one-line caption, then the fingerprint table (with ``n_skipped``, the runs whose r is
+    undefined) and, when given, the window table (with ``reason``, why a window's r is
+    undefined)."""
     lines = [
         "# Trajectory study: figures",
         "",
@@ -383,12 +388,12 @@ def figures_markdown(
         "* every run of the model significant with the same sign."
     )
     lines += ["", "## Cross-model fingerprint (`fingerprint.parquet`)", ""]
-    lines.append(
-        to_markdown(fingerprint_table[["model", "pair", "n_runs", "r_mean", "r_sd", "r_min", "r_max", "sign"]])
-    )
+    finger_cols = ["model", "pair", "n_runs", "n_skipped", "r_mean", "r_sd", "r_min", "r_max", "sign"]
+    lines.append(to_markdown(fingerprint_table[[c for c in finger_cols if c in fingerprint_table.columns]]))
     if windows is not None:
         lines += ["## Early vs late window (`windows.parquet`)", ""]
         shown = windows.assign(pair=[pair_label(a, b) for a, b in zip(windows["ood_a"], windows["ood_b"])])
         cols = ["model", "run", "pair", "n_early", "n_late", "r_early", "p_early_holm", "r_late", "p_late_holm"]
-        lines.append(to_markdown(shown[[*cols, "r_diff", "p_diff"]]))
+        cols += [c for c in ("r_diff", "p_diff", "reason") if c in shown.columns]
+        lines.append(to_markdown(shown[cols]))
     return "\n".join(lines)

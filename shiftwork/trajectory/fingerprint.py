@@ -6,6 +6,12 @@ they spread. A cell counts as *agreed* (its ``sign`` is ``"positive"`` or ``"neg
 the heatmap marks it ``*``) when every run of the model that has the pair gives it that
 same, Holm-significant sign class in the pairs table; one run that is ``"null"`` or of the
 other sign makes the cell ``"null"``. With one run the rule is that run's own sign class.
+
+A run whose primary r is NaN (a degenerate series: a constant or exactly ID-determined set, see
+the notes of :mod:`shiftwork.trajectory.analysis`; its ``reason`` in the pairs table says
+which) is left out of the mean, spread and range and counted in ``n_skipped``; it still counts
+in ``n_runs`` and, being ``"null"``, makes the cell ``"null"``. A cell whose runs are all
+skipped has NaN statistics, never an error.
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ FINGERPRINT_COLUMNS: tuple[str, ...] = (
     "ood_b",
     "pair",
     "n_runs",
+    "n_skipped",
     "r_mean",
     "r_sd",
     "r_min",
@@ -46,6 +53,9 @@ def fingerprint(pairs: pd.DataFrame, by: Sequence[str] = ("model",)) -> pd.DataF
         ``"ood_a–ood_b"`` (:func:`~shiftwork.trajectory.primary.pair_label`);
     ``n_runs``
         the runs of the model with a row for the pair;
+    ``n_skipped``
+        how many of them have a NaN primary r (undefined: a degenerate series) and are left out
+        of the four statistics below;
     ``r_mean``, ``r_sd``, ``r_min``, ``r_max``
         the arithmetic mean, sample standard deviation (``ddof=1``; NaN with one finite value),
         minimum and maximum of the runs' primary r; runs whose r is NaN (undefined) are left
@@ -78,6 +88,7 @@ def fingerprint(pairs: pd.DataFrame, by: Sequence[str] = ("model",)) -> pd.DataF
     rows = []
     for (*key, a, b), group in pairs.groupby([*keys, "ood_a", "ood_b"], sort=False):
         r = group[r_col].to_numpy(dtype=float)
+        skipped = int((~np.isfinite(r)).sum())
         r = r[np.isfinite(r)]
         counts = group["sign"].value_counts()
         n = int(len(group))
@@ -89,6 +100,7 @@ def fingerprint(pairs: pd.DataFrame, by: Sequence[str] = ("model",)) -> pd.DataF
                 "ood_b": b,
                 "pair": pair_label(a, b),
                 "n_runs": n,
+                "n_skipped": skipped,
                 "r_mean": float(r.mean()) if r.size else np.nan,
                 "r_sd": float(r.std(ddof=1)) if r.size > 1 else np.nan,
                 "r_min": float(r.min()) if r.size else np.nan,

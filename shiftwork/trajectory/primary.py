@@ -31,6 +31,7 @@ RAW_VS_PRIMARY_COLUMNS: tuple[str, ...] = (
     "shift",
     "p_primary_holm",
     "sign",
+    "reason",
 )
 """Columns of :func:`raw_vs_primary`, in order."""
 
@@ -65,8 +66,10 @@ def residual_table(scores: pd.DataFrame, run: Hashable, method: str = "linear") 
 def raw_vs_primary(pairs: pd.DataFrame) -> pd.DataFrame:
     """Per run and OOD pair: the raw correlation ``r_raw`` next to the primary partial
     correlation ``r_primary`` (see :func:`primary_columns`), ``shift = r_primary - r_raw`` (how
-    much removing the ID effect moves the pair), ``p_primary_holm`` and ``sign``. Columns
-    :data:`RAW_VS_PRIMARY_COLUMNS`, rows in the order of ``pairs``."""
+    much removing the ID effect moves the pair), ``p_primary_holm``, ``sign`` and ``reason`` (why
+    ``r_primary`` is undefined, ``""`` when it was computed; ``""`` for a pairs table without the
+    column). A pair whose ``r_primary`` (or ``r_raw``) is NaN keeps its row with a NaN ``shift``.
+    Columns :data:`RAW_VS_PRIMARY_COLUMNS`, rows in the order of ``pairs``."""
     r_col, p_col = primary_columns(pairs)
     require_columns(pairs, ["model", "run", "ood_a", "ood_b", "n", "r_raw", "sign"], "pairs table", AnalysisError)
     out = pairs[["model", "run", "ood_a", "ood_b", "n", "r_raw"]].copy()
@@ -74,6 +77,7 @@ def raw_vs_primary(pairs: pd.DataFrame) -> pd.DataFrame:
     out["shift"] = out["r_primary"] - out["r_raw"].to_numpy(dtype=float)
     out["p_primary_holm"] = pairs[p_col].to_numpy(dtype=float)
     out["sign"] = pairs["sign"].to_numpy()
+    out["reason"] = pairs["reason"].fillna("").astype(str).to_numpy() if "reason" in pairs else ""
     return out.reset_index(drop=True)[list(RAW_VS_PRIMARY_COLUMNS)]
 
 

@@ -175,7 +175,7 @@ def _analysis_report(
     method, alpha = analysis.method, analysis.alpha
     curves = scores.pivot_table(index=["run", "step"], columns="testset", values="accuracy").reset_index()
     shown = ["model", "run", "ood_a", "ood_b", "n", "r_raw", "r_primary", "p_primary_holm"]
-    shown += ["boot_sign_share", "r_partial_bias", "sign"]
+    shown += ["boot_sign_share", "r_partial_bias", "sign", "reason"]
     text = [
         "# Trajectory study",
         "",
@@ -191,7 +191,8 @@ def _analysis_report(
         "",
         f"ID removed by {METHOD_TITLES[method]}. p_primary_holm: Holm-adjusted within the run. "
         f"boot_sign_share: share of {analysis.boot.resamples} item-bootstrap resamples with the sign "
-        "of r_primary. r_partial_bias: linear partial correlation controlling ID accuracy and label bias.",
+        "of r_primary. r_partial_bias: linear partial correlation controlling ID accuracy and label bias. "
+        "reason: why r_primary is undefined (n/a), e.g. a test set constant over the run; empty when computed.",
         "",
         to_markdown(pairs[shown]),
         f"## Share of OOD pairs by sign of the primary partial correlation (Holm, alpha {alpha:g})",

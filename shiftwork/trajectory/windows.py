@@ -14,6 +14,17 @@ those of the window) and compares the two primary partial correlations of every 
 The difference test treats the two windows as independent samples. They share no
 checkpoint, but checkpoints of one run are serially dependent, so its p-value is a guide,
 not an exact test.
+
+Degenerate windows
+------------------
+A test set that varies over the run can be constant within a window (a model that answers one
+label for its first checkpoints scores 0 or 1 on a one-label set, and chance on a balanced ID
+set), or the ID accuracy can sit on a few distinct values there. Such a window's primary
+correlation is NaN with the sign ``"null"``, as ``pair_table`` gives for any degenerate series
+(see the notes of :mod:`shiftwork.trajectory.analysis`), ``r_diff``, ``z_diff`` and ``p_diff``
+are NaN, and ``reason`` names the window and the cause, e.g. ``"early: hans constant"``; it is
+``""`` when both windows' correlations were computed. The other pairs of the run keep their
+values.
 """
 
 from __future__ import annotations
@@ -58,6 +69,7 @@ WINDOW_COLUMNS: tuple[str, ...] = (
     "r_diff",
     "z_diff",
     "p_diff",
+    "reason",
 )
 """Columns of :func:`window_table`, in order."""
 
@@ -119,7 +131,12 @@ def window_table(scores: pd.DataFrame, **pair_options: Any) -> pd.DataFrame:
         ``r_late - r_early`` and :func:`fisher_z_difference` of the two: one covariate (ID) for
         the linear control; for the GAM the larger effective degrees of freedom of the two
         windows' fits less the intercept, so that a wiggly fit on half the checkpoints is not
-        tested as if it had spent one.
+        tested as if it had spent one;
+    ``reason``
+        ``""`` when both windows' primary correlations were computed, else each window's
+        ``pair_table`` reason (its causes joined by ``", "``) prefixed by the window, the two
+        windows joined by ``"; "``: ``"early: id constant, ood_a constant; late: ood_a
+        constant"``; a pairs table without ``reason`` counts as computed.
 
     Rows are ordered by model, run, then pair, as ``pair_table``. Raises
     :class:`AnalysisError` naming the run when a window has fewer than
@@ -151,9 +168,11 @@ def window_table(scores: pd.DataFrame, **pair_options: Any) -> pd.DataFrame:
             if "edf_gam" in table and (table.get("method") == "gam").all()
             else np.ones(len(table))
         )
+        why = table["reason"].fillna("").astype(str) if "reason" in table else pd.Series("", index=table.index)
         cols[name] = table[keys].assign(
             **{f"r_{name}": table[r_col].to_numpy(dtype=float), f"p_{name}_holm": table[p_col].to_numpy(dtype=float)},
             **{f"sign_{name}": table["sign"].to_numpy(), f"k_{name}": spent},
+            **{f"reason_{name}": [f"{name}: " + text.replace("; ", ", ") if text else "" for text in why]},
         )
     out = cols["early"].merge(cols["late"], on=keys, how="inner", validate="one_to_one")
     if len(out) != len(first) or len(out) != len(second):
@@ -170,4 +189,5 @@ def window_table(scores: pd.DataFrame, **pair_options: Any) -> pd.DataFrame:
     ]
     out["z_diff"] = np.array([t[0] for t in tests], dtype=float)
     out["p_diff"] = np.array([t[1] for t in tests], dtype=float)
+    out["reason"] = ["; ".join(t for t in pair if t) for pair in zip(out["reason_early"], out["reason_late"])]
     return out[list(WINDOW_COLUMNS)]
