@@ -202,6 +202,7 @@ def test_an_absent_study_section_reads_as_nothing_to_run():
             "spline_df": 3,
             "method": "gam",
             "gam_df": 10,
+            "score": "balanced_accuracy",
             "bootstrap": {"resamples": 1000, "seed": 0, "together": [["typos", "casing"]]},
         },
     }
@@ -228,6 +229,7 @@ def test_trajectory_analysis_defaults_are_the_config_yaml_values(default_config,
     [
         ("method", "quadratic", "expected one of"),
         ("gam_df", 3, "3"),
+        ("score", "f1", "expected one of"),
         ("bootstrap", {"resamples": -1, "seed": 0}, "-1"),
         ("bootstrap", {"resample": 10}, "'resample'"),
     ],

@@ -329,6 +329,7 @@ def test_stability_pairs_are_the_trajectory_partial_correlations_of_the_sgs_colu
         "method": "linear",
         "gam_df": 5,
         "spline_df": 3,
+        "score": "accuracy",
         "bootstrap": {"resamples": 50, "seed": 0},
     }
     pairs = an.stability_pairs(per_prompt, scores, items, settings)
@@ -348,6 +349,27 @@ def test_stability_pairs_are_the_trajectory_partial_correlations_of_the_sgs_colu
     assert (pairs["n_boot"] > 0).all() and pairs["boot_sign_share"].between(0, 1).all()
     act_neg = pairs[(pairs["axis"] == "Act") & (pairs["ood"] == "neg")].iloc[0]
     assert act_neg["r_partial"] > 0.5
+
+
+def test_stability_pairs_read_the_trajectory_analysis_score():
+    per_prompt, scores, items = trajectory_tables()
+    settings = {
+        "alpha": 0.05,
+        "method": "linear",
+        "gam_df": 5,
+        "spline_df": 3,
+        "bootstrap": {"resamples": 20, "seed": 0},
+    }
+    # the default score is the balanced accuracy, a column this table lacks
+    with pytest.raises(ValueError, match="lacks column 'balanced_accuracy'.*rerun collect_scores"):
+        an.stability_pairs(per_prompt, scores, items, settings)
+    # every item is entailment: the balanced accuracy is the raw one, and so are the pairs
+    raw = an.stability_pairs(per_prompt, scores, items, settings | {"score": "accuracy"})
+    balanced = an.stability_pairs(per_prompt, scores.assign(balanced_accuracy=scores["accuracy"]), items, settings)
+    pd.testing.assert_frame_equal(raw, balanced)
+    # a balanced column the items do not give is caught by the item check
+    with pytest.raises(ValueError, match="balanced accuracy"):
+        an.stability_pairs(per_prompt, scores.assign(balanced_accuracy=0.5), items, settings)
 
 
 def test_organism_timing_finds_the_collapse_and_the_first_change():

@@ -24,6 +24,8 @@ from scipy import stats as sps
 from shiftwork.crossstudy.stats import AXES, POOLED
 from shiftwork.organisms.report import trained_policy_share
 from shiftwork.trajectory.analysis import PAIR_COLUMNS, label_bias, pair_table
+from shiftwork.trajectory.scores import analysis_scores
+from shiftwork.trajectory.sections import AnalysisSettings
 
 AXIS_PREFIX = "SGS "
 BEHAVIOUR = ["baseline_accuracy", "variant_accuracy", "variant_stated_identity"]
@@ -86,10 +88,15 @@ def stability_pairs(
     """Per trajectory run in ``per_prompt``, axis and OOD set: the partial correlation over the
     run's checkpoints of the axis's SGS with the OOD accuracy controlling for the ID accuracy, with
     the trajectory analysis's methods (``analysis`` is config ``trajectory.analysis``: alpha,
-    method, gam_df, spline_df, bootstrap). ``scores`` and ``items`` are the trajectory study's
-    tables; only the checkpoints scored for stability are used. Columns :data:`PAIR_KEEP`."""
+    method, gam_df, spline_df, score, bootstrap; a key left out takes the schema's default). The
+    OOD and ID columns are the trajectory analysis's ``score``
+    (:func:`~shiftwork.trajectory.scores.analysis_scores`); the axis columns are the plain means
+    over prompts. ``scores`` and ``items`` are the trajectory study's tables; only the checkpoints
+    scored for stability are used. Columns :data:`PAIR_KEEP`."""
     frames = []
     boot = analysis["bootstrap"]
+    score = AnalysisSettings.from_config(analysis).score
+    scores = analysis_scores(scores, score)
     for run in sorted(per_prompt["run"].unique()):
         steps = sorted(per_prompt.loc[per_prompt["run"] == run, "step"].unique())
         acc = scores[(scores["run"] == run) & scores["step"].isin(steps)]
@@ -110,6 +117,7 @@ def stability_pairs(
             df=int(analysis["spline_df"]),
             method=analysis["method"],
             gam_df=int(analysis["gam_df"]),
+            score=score,
             items=pd.concat([run_items, axis_items.assign(model=model)], ignore_index=True),
             bias=label_bias(run_items),
             resamples=int(boot["resamples"]),

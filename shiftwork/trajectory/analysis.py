@@ -20,7 +20,9 @@ A ``scores`` table with one row per (run, step, testset) and the columns
 ``testset``
     the test set name;
 ``accuracy``
-    a float in [0, 1];
+    a float in [0, 1]: the score the analysis reads (raw accuracy, or the balanced accuracy
+    that :func:`shiftwork.trajectory.scores.analysis_scores` puts in its place; option
+    ``score`` says which, so that the item bootstrap resamples the same score);
 ``role``
     ``"id"`` or ``"ood"``; constant per (run, testset).
 
@@ -28,7 +30,9 @@ An ``items`` table (optional; the item bootstrap and the label bias need it) has
 (run, step, test set, test item): ``model``, ``run``, ``step``, ``set`` (the test set, as
 ``testset`` in ``scores``), ``example_id``, ``label``, ``pred`` (``"entailment"`` or
 ``"not_entailment"``) and ``correct`` (bool). Every checkpoint of a run is scored on the same
-items, and ``scores``' accuracies are the means of ``correct``.
+items, and ``scores``' accuracies are the means of ``correct`` (``score="accuracy"``) or the
+means over the gold labels of the means of ``correct`` among each label's items
+(``score="balanced_accuracy"``).
 
 Pipeline
 --------
@@ -116,6 +120,7 @@ from shiftwork.checks import require_columns
 from shiftwork.seeding import rng_for
 from shiftwork.trajectory import bootstrap as boot
 from shiftwork.trajectory.gam import GAM_DF, MIN_SPLINE_POINTS, GamFit, gam_fit
+from shiftwork.trajectory.scores import SCORES, balanced_accuracy
 from shiftwork.trajectory.sections import AnalysisSettings
 
 __all__ = [
@@ -201,8 +206,8 @@ PAIR_COLUMNS: tuple[str, ...] = (
     "reason",
 )
 """Columns of :func:`pair_table`, in order: the run's ``model`` and ``run``, the pair ``ood_a``,
-``ood_b``, then (``alpha``, ``df``, ``gam_df``, ``resamples``, ``seed`` and ``together`` are the
-fields of :class:`PairOptions`)
+``ood_b``, then (``alpha``, ``df``, ``gam_df``, ``score``, ``resamples``, ``seed`` and ``together``
+are the fields of :class:`PairOptions`)
 
 ``n``
     number of checkpoints;
@@ -244,8 +249,10 @@ fields of :class:`PairOptions`)
 ``boot_sign_share``, ``boot_ci_low``, ``boot_ci_high``, ``n_boot``
     the item bootstrap of ``r_primary`` (:mod:`shiftwork.trajectory.bootstrap`):
     ``resamples`` resamples of the test items of every set, the same items at every
-    checkpoint (the sets of a ``together`` group with one draw of their shared sources),
-    generator ``rng_for("trajectory-bootstrap", seed, run)``; the share of the
+    checkpoint (the sets of a ``together`` group with one draw of their shared sources; under
+    ``score="balanced_accuracy"`` each gold label's items drawn among that label's, and each
+    resample scored by its balanced accuracy), generator ``rng_for("trajectory-bootstrap",
+    seed, run)``; the share of the
     defined resamples whose correlation has the sign of ``r_primary``, their 2.5 and 97.5
     percentiles and their number. Under ``"gam"`` every resample refits the GAMs with the
     penalty weights of the point estimate. NaN (``n_boot`` 0) without ``items``, with
@@ -791,20 +798,26 @@ def _run_bias(bias: pd.DataFrame, table: pd.DataFrame) -> np.ndarray:
     return values
 
 
-def _item_matrices(items: pd.DataFrame, table: pd.DataFrame, continuous: Sequence[str] = ()) -> list[np.ndarray]:
+def _item_matrices(
+    items: pd.DataFrame, table: pd.DataFrame, continuous: Sequence[str] = (), score: str = "accuracy"
+) -> tuple[list[np.ndarray], list[np.ndarray | None]]:
     """Items x checkpoints 0/1 correctness matrices of the run's test sets, in the column order
     of ``table`` (ID first), items sorted by ``example_id``, checkpoints those of ``table``; the
-    sets in ``continuous`` may hold any score in [0, 1].
+    sets in ``continuous`` may hold any score in [0, 1]. And each set's gold labels, row for row:
+    None under ``score="accuracy"`` and for the ``continuous`` sets (their score is the plain
+    mean), else the items' ``label``.
 
     Raises :class:`AnalysisError` (naming run, set, step or item) when a set has no items, an
-    item is listed twice at a step or is missing at a step, ``correct`` is not 0/1, or an
-    accuracy recomputed from the items differs from the scores table.
+    item is listed twice at a step or is missing at a step, ``correct`` is not 0/1, an item has
+    no label or several (balanced accuracy), or a score recomputed from the items (``score``:
+    raw or balanced accuracy) differs from the scores table.
     """
     run = table.attrs["run"]
     where = f"items table: run {_label(run)}"
     steps = list(table.index)
     rows = items[(items["run"] == run) & items["step"].isin(steps)]
-    out = []
+    out: list[np.ndarray] = []
+    strata: list[np.ndarray | None] = []
     for testset in table.columns:
         part = rows[rows["set"] == testset]
         if part.empty:
@@ -837,16 +850,32 @@ def _item_matrices(items: pd.DataFrame, table: pd.DataFrame, continuous: Sequenc
                 "every checkpoint must be scored on the same items"
             )
         values = matrix.to_numpy(dtype=float)
-        acc = values.mean(axis=0)
+        labels = None if score == "accuracy" or testset in continuous else _item_labels(part, matrix.index, where)
+        acc = values.mean(axis=0) if labels is None else balanced_accuracy(values, labels)
         off = np.abs(acc - table[testset].to_numpy(dtype=float))
         if np.any(off > 1e-9):
             k = int(np.argmax(off))
+            what = "accuracy" if labels is None else "balanced accuracy"
             raise AnalysisError(
-                f"{where}: test set {_label(testset)} at step {int(steps[k])}: the items give accuracy {acc[k]:.6g}, "
+                f"{where}: test set {_label(testset)} at step {int(steps[k])}: the items give {what} {acc[k]:.6g}, "
                 f"the scores table {table[testset].iloc[k]:.6g}"
             )
         out.append(values)
-    return out
+        strata.append(labels)
+    return out, strata
+
+
+def _item_labels(part: pd.DataFrame, order: pd.Index, where: str) -> np.ndarray:
+    """The one gold label of each item of ``part`` (one test set's rows), in the order ``order``."""
+    testset = part["set"].iloc[0]
+    if "label" not in part.columns or part["label"].isna().any():
+        raise AnalysisError(f"{where}: test set {_label(testset)} has items without a gold label (balanced accuracy)")
+    per_item = part.groupby("example_id", sort=False)["label"].nunique()
+    if (per_item > 1).any():
+        raise AnalysisError(
+            f"{where}: test set {_label(testset)} gives item {_label(per_item.index[per_item > 1][0])} several labels"
+        )
+    return part.drop_duplicates("example_id").set_index("example_id")["label"].reindex(order).to_numpy(dtype=object)
 
 
 def _bootstrap(
@@ -859,12 +888,15 @@ def _bootstrap(
     """``(resamples, pairs)`` bootstrap correlations of the primary method (pairs in
     :func:`itertools.combinations` order of the OOD sets). A group of ``together`` whose sets the
     run all has resamples their items (rows sorted by example id) with one draw."""
-    matrices = _item_matrices(items, table, continuous)
+    matrices, labels = _item_matrices(items, table, continuous, options.score)
     rng = rng_for("trajectory-bootstrap", int(options.seed), table.attrs["run"])
     group_of = {
         name: k for k, group in enumerate(options.together) if set(group) <= set(table.columns) for name in group
     }
-    acc = boot.resample_accuracies(matrices, rng, int(options.resamples), [group_of.get(c) for c in table.columns])
+    groups = [group_of.get(c) for c in table.columns]
+    acc = boot.resample_accuracies(
+        matrices, rng, int(options.resamples), groups, None if options.score == "accuracy" else labels
+    )
     position = {c: k for k, c in enumerate(table.columns)}
     oods = table.attrs["ood"]
     pairs = [(position[a], position[b]) for a, b in itertools.combinations(oods, 2)]
@@ -881,13 +913,16 @@ def _bootstrap(
 class PairOptions:
     """How :func:`pair_table` removes the ID effect and tests the pairs: significance level
     ``alpha`` (Holm within the run), the spline control's ``df``, the primary ``method``
-    (:data:`METHODS`) and the GAM's ``gam_df``; the item bootstrap's ``resamples`` (0: none), its
-    ``seed`` and the groups of test sets it resamples ``together``."""
+    (:data:`METHODS`) and the GAM's ``gam_df``; the ``score`` the scores table's ``accuracy``
+    column holds (:data:`~shiftwork.trajectory.scores.SCORES`), which the items must reproduce and
+    the item bootstrap resamples; the item bootstrap's ``resamples`` (0: none), its ``seed`` and
+    the groups of test sets it resamples ``together``."""
 
     alpha: float = 0.05
     df: int = 3
     method: str = "linear"
     gam_df: int = GAM_DF
+    score: str = "accuracy"
     resamples: int = 1000
     seed: int = 0
     together: Sequence[Sequence[str]] = ()
@@ -901,6 +936,7 @@ class PairOptions:
             df=analysis.spline_df,
             method=analysis.method,
             gam_df=analysis.gam_df,
+            score=analysis.score,
             resamples=boot.resamples,
             seed=boot.seed,
             together=boot.together,
@@ -915,6 +951,8 @@ class PairOptions:
             raise AnalysisError(f"pair_table: method must be one of {list(METHODS)}, got {self.method!r}")
         if isinstance(gam_df, bool) or not isinstance(gam_df, (int, np.integer)) or gam_df < MIN_SPLINE_POINTS:
             raise AnalysisError(f"pair_table: gam_df must be an integer >= {MIN_SPLINE_POINTS}, got {gam_df!r}")
+        if self.score not in SCORES:
+            raise AnalysisError(f"pair_table: score must be one of {list(SCORES)}, got {self.score!r}")
         for name, value in (("resamples", self.resamples), ("seed", self.seed)):
             if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
                 raise AnalysisError(f"pair_table: {name} must be a non-negative integer, got {value!r}")
@@ -949,6 +987,10 @@ def pair_table(
     ``correct`` (e.g. a prompt's scaled instability, whose mean over prompts is the column); their
     items are resampled like the others.
 
+    ``scores``' ``accuracy`` column is the score analysed; with ``score="balanced_accuracy"`` pass
+    the table :func:`~shiftwork.trajectory.scores.analysis_scores` gives, whose ``accuracy`` is
+    the balanced accuracy, and the items must reproduce it (and carry ``label``).
+
     ``items`` is the per-example table (:data:`ITEM_COLUMNS`; only its rows at the steps of
     ``scores`` are used, so a window of steps can be analysed on its own). ``bias`` is a
     :func:`label_bias` table; when it is None and ``items`` is given it is computed from
@@ -958,7 +1000,7 @@ def pair_table(
     ``"null"`` and a ``reason`` naming the cause, never an exception (in the bootstrap too); see
     the module notes. Rows are ordered by model, run, then pair. Raises
     :class:`AnalysisError` as :func:`wide` does for any run, for ``alpha`` outside (0, 1), an
-    unknown ``method``, ``gam_df < 4``, a negative ``resamples`` or ``seed``, and for ``items``
+    unknown ``method`` or ``score``, ``gam_df < 4``, a negative ``resamples`` or ``seed``, and for ``items``
     or ``bias`` that do not cover the run's test sets and steps or disagree with ``scores``.
     """
     options = _pair_options(options, keywords)

@@ -14,6 +14,14 @@ indices of every resample at once (row ``b`` is resample ``b``; items are the ro
 correctness matrix). Accuracies are then ``counts @ correct / n_s`` with ``counts[b, i]`` the
 number of times item ``i`` was drawn in resample ``b``.
 
+Stratified draws
+----------------
+With the balanced accuracy as the score (``labels`` given for a set), a resample keeps each gold
+label's item count: for each label of the set, in sorted order, ``rng.integers(0, n_l, size=
+(resamples, n_l))`` draws the indices among that label's ``n_l`` items (in their row order), and
+the resample's score is the mean over the labels of the accuracy among that label's drawn items.
+A set with one label draws exactly as without labels. Sets without labels (None) draw as above.
+
 Statistics
 ----------
 :func:`linear_partials` computes the partial correlation controlling linearly for the ID column
@@ -44,11 +52,26 @@ DEGENERATE_SHARE = 1e-12
 """A residual sum of squares below this share of the total means "no variance left"."""
 
 
+def _mean_of_draws(matrix: np.ndarray, idx: np.ndarray) -> np.ndarray:
+    """``(resamples, checkpoints)`` means of the rows of ``matrix`` drawn by ``idx`` (resamples x draws)."""
+    resamples, n_items = idx.shape[0], matrix.shape[0]
+    flat = (np.arange(resamples)[:, None] * n_items + idx).ravel()
+    counts = np.bincount(flat, minlength=resamples * n_items).reshape(resamples, n_items)
+    return counts @ matrix / idx.shape[1]
+
+
+def _strata(labels: Sequence[Hashable]) -> list[np.ndarray]:
+    """The row positions of each distinct label, labels in sorted order."""
+    values = np.asarray(labels, dtype=object)
+    return [np.flatnonzero(values == label) for label in sorted(set(values.tolist()), key=str)]
+
+
 def resample_accuracies(
     correct: Sequence[np.ndarray],
     rng: np.random.Generator,
     resamples: int,
     groups: Sequence[Hashable | None] | None = None,
+    labels: Sequence[Sequence[Hashable] | None] | None = None,
 ) -> np.ndarray:
     """``(resamples, checkpoints, sets)`` accuracies of item-bootstrap resamples.
 
@@ -56,29 +79,40 @@ def resample_accuracies(
     every checkpoint). See the module notes for the order of the draws. Sets with the same
     non-None ``groups[s]`` are built on the same sources row for row: the first of them draws
     the indices and the others reuse them (no draw of their own), so a resample keeps the pairing.
+    ``labels[s]`` (None, or ``labels`` None: raw accuracy) gives the gold label of each row of set
+    ``s``: its resamples are then drawn within each label and scored by balanced accuracy (module
+    notes); sets resampled together must then have the same labels row for row.
     """
     if not correct:
         raise ValueError("resample_accuracies: no sets")
     steps = correct[0].shape[1]
     out = np.empty((resamples, steps, len(correct)))
-    drawn: dict[Hashable, np.ndarray] = {}
+    drawn: dict[Hashable, list[np.ndarray]] = {}
+    strata_of: dict[Hashable, list[np.ndarray]] = {}
     for s, matrix in enumerate(correct):
         matrix = np.asarray(matrix, dtype=float)
         n_items = matrix.shape[0]
         key = groups[s] if groups is not None else None
+        set_labels = labels[s] if labels is not None else None
+        if set_labels is not None and len(set_labels) != n_items:
+            raise ValueError(f"resample_accuracies: set {s} has {n_items} items but {len(set_labels)} labels")
+        strata = _strata(set_labels) if set_labels is not None else [np.arange(n_items)]
         if key is not None and key in drawn:
             idx = drawn[key]
-            if idx.shape[1] != n_items:
+            if sum(len(i) for i in strata_of[key]) != n_items:
                 raise ValueError(
-                    f"resample_accuracies: sets resampled together need as many items; {n_items} vs {idx.shape[1]}"
+                    "resample_accuracies: sets resampled together need as many items; "
+                    f"{n_items} vs {sum(len(i) for i in strata_of[key])}"
                 )
+            if len(strata) != len(strata_of[key]) or any(
+                not np.array_equal(a, b) for a, b in zip(strata, strata_of[key])
+            ):
+                raise ValueError("resample_accuracies: sets resampled together need the same labels row for row")
         else:
-            idx = rng.integers(0, n_items, size=(resamples, n_items))
+            idx = [rng.integers(0, len(rows), size=(resamples, len(rows))) for rows in strata]
             if key is not None:
-                drawn[key] = idx
-        flat = (np.arange(resamples)[:, None] * n_items + idx).ravel()
-        counts = np.bincount(flat, minlength=resamples * n_items).reshape(resamples, n_items)
-        out[:, :, s] = counts @ matrix / n_items
+                drawn[key], strata_of[key] = idx, strata
+        out[:, :, s] = np.mean([_mean_of_draws(matrix[rows], i) for rows, i in zip(strata, idx)], axis=0)
     return out
 
 

@@ -11,6 +11,7 @@ import torch
 
 from shiftwork.inference.generation import length_sorted_batches
 from shiftwork.progress import Progress
+from shiftwork.trajectory.scores import label_scores
 from shiftwork.trajectory.suite import LABELS
 from shiftwork.trajectory.tasks import PATTERN, VERBALISERS, next_token_logits, render, verbaliser_ids
 
@@ -53,7 +54,6 @@ def predict(
 
 
 def accuracy_table(predictions: pd.DataFrame) -> pd.DataFrame:
-    g = predictions.groupby("set", sort=True)
-    return pd.DataFrame(
-        {"testset": list(g.groups), "accuracy": g["correct"].mean().to_numpy(), "n": g.size().to_numpy()}
-    )
+    """Per test set (``testset``, sorted): accuracy, n, the accuracy per gold label and the balanced
+    accuracy (:func:`~shiftwork.trajectory.scores.label_scores`)."""
+    return label_scores(predictions, ["set"]).rename(columns={"set": "testset"})

@@ -6,7 +6,8 @@ removed by the primary method, linear or GAM; see
 the diagonal blank, every cell annotated with its value and ``*`` where ``p_primary_holm``
 is below 0.05; its title names the method. :func:`curve_plot` draws accuracy over steps per test
 set, one panel per run, the ID line thicker, a dashed line at chance (:data:`CHANCE`, 0.5) and one legend
-outside the panels.
+outside the panels; its axis names the score the analysis read. :func:`last_checkpoint_scores`
+gives the raw, per-label and balanced accuracy of each run's last checkpoint for the report.
 
 Every figure is written as PNG (dpi 150) and SVG, each atomically: to a temporary sibling
 with the same extension in the same directory, then renamed over the target with
@@ -33,7 +34,15 @@ from shiftwork.reports.figures import save_figure
 from shiftwork.trajectory.analysis import ID_ROLE, REQUIRED_COLUMNS, AnalysisError, sorted_mixed
 from shiftwork.trajectory.suite import LABELS
 
-__all__ = ["CHANCE", "HOLM_ALPHA", "curve_plot", "correlation_heatmap", "partial_matrix"]
+__all__ = [
+    "CHANCE",
+    "HOLM_ALPHA",
+    "SCORE_TITLES",
+    "curve_plot",
+    "correlation_heatmap",
+    "last_checkpoint_scores",
+    "partial_matrix",
+]
 
 HOLM_ALPHA = 0.05
 """A heatmap cell is marked ``*`` when its ``p_primary_holm`` is below this."""
@@ -44,11 +53,29 @@ METHOD_TITLES = {
 }
 """How a heatmap's title names the primary method of :func:`~shiftwork.trajectory.analysis.pair_table`."""
 
+SCORE_TITLES = {"balanced_accuracy": "balanced accuracy", "accuracy": "accuracy"}
+"""How the report and the curves name the score the analysis read (config ``trajectory.analysis.score``)."""
+
 CHANCE = 1.0 / len(LABELS)
 """Chance accuracy of the study's tasks, one over the number of labels (entailment /
 not_entailment: 0.5): the dashed line of :func:`curve_plot`."""
 
 _PAIR_NEEDS = ("model", "run", "ood_a", "ood_b")
+
+
+def last_checkpoint_scores(scores: pd.DataFrame) -> pd.DataFrame:
+    """Each run's last checkpoint, one row per test set (sorted by model, run, test set):
+    ``model``, ``run``, ``step``, ``testset``, ``role``, the raw ``accuracy`` (``raw_accuracy``
+    where :func:`~shiftwork.trajectory.scores.analysis_scores` put another score in its place),
+    then those of ``accuracy_<label>`` per label and ``balanced_accuracy`` the table has."""
+    require_columns(scores, REQUIRED_COLUMNS, "scores table", AnalysisError)
+    last = scores.groupby("run")["step"].transform("max")
+    rows = scores[scores["step"] == last].copy()
+    if "raw_accuracy" in rows.columns:
+        rows["accuracy"] = rows["raw_accuracy"]
+    extra = [c for c in (*(f"accuracy_{label}" for label in LABELS), "balanced_accuracy") if c in rows.columns]
+    keep = ["model", "run", "step", "testset", "role", "accuracy", *extra]
+    return rows[keep].sort_values(["model", "run", "testset"], key=lambda c: c.astype(str)).reset_index(drop=True)
 
 
 # --------------------------------------------------------------------------- heatmap
@@ -145,7 +172,8 @@ def correlation_heatmap(
 def curve_plot(
     scores: pd.DataFrame, out_png: str | os.PathLike, out_svg: str | os.PathLike, chance: float | None = CHANCE
 ) -> tuple[Path, Path]:
-    """Draw accuracy over steps per test set, one panel per run (sorted by model, run; up to
+    """Draw the ``accuracy`` column (the score named by ``scores.attrs["score"]``, raw accuracy
+    when unnamed) over steps per test set, one panel per run (sorted by model, run; up to
     three panels a row), to ``out_png`` and ``out_svg``. The ID test set's line is black,
     thicker and labelled ``(ID)``; each OOD test set keeps one colour in every panel; a
     dashed grey line marks ``chance`` (none when ``None``). One legend for the figure sits
@@ -191,7 +219,7 @@ def curve_plot(
                 legend.setdefault(f"chance ({chance:g})", line)
             ax.set_title(f"{model} / run {run}", fontsize=10)
             ax.set_xlabel("step")
-            ax.set_ylabel("accuracy")
+            ax.set_ylabel(SCORE_TITLES.get(scores.attrs.get("score", "accuracy"), "accuracy"))
             ax.set_ylim(-0.02, 1.02)
             ax.grid(alpha=0.3)
         ids = [k for k in legend if k.endswith(" (ID)")]

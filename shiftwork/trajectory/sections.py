@@ -22,7 +22,8 @@ class BootstrapSettings(Section, section=("trajectory", "analysis", "bootstrap")
 @dataclass(frozen=True)
 class AnalysisSettings(Section, section=("trajectory", "analysis"), exclude=("windows",)):
     """The pair analysis of rule analyse_trajectory: significance level ``alpha``, the spline
-    control's ``spline_df``, the primary ``method`` and the GAM's ``gam_df``; ``bootstrap`` is its
+    control's ``spline_df``, the primary ``method``, the GAM's ``gam_df`` and the ``score`` it reads
+    (:data:`~shiftwork.trajectory.scores.SCORES`); ``bootstrap`` is its
     subsection as given (:attr:`boot` reads it). ``windows`` is left to the rules, which add the
     early/late window table of rule plot_trajectory when it is on."""
 
@@ -30,6 +31,7 @@ class AnalysisSettings(Section, section=("trajectory", "analysis"), exclude=("wi
     spline_df: int
     method: str
     gam_df: int
+    score: str
     bootstrap: Mapping[str, Any]
 
     @property

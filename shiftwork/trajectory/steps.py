@@ -14,6 +14,7 @@ from shiftwork.provenance import make_provenance
 from shiftwork.reports.tables import to_markdown
 from shiftwork.tables import read_table, write_table, write_text
 from shiftwork.trajectory.jobs import EvalOptions
+from shiftwork.trajectory.scores import analysis_scores, label_scores
 from shiftwork.trajectory.sections import AnalysisSettings
 from shiftwork.trajectory.suite import suite_stats
 from shiftwork.trajectory.tasks import build_suite
@@ -86,7 +87,10 @@ def collect_scores(
     out_items: str,
     runs: Mapping[str, Mapping[str, Any]],
 ) -> None:
-    """One row per (run, step, test set): accuracy and n; role is id or ood. From ``runs`` (run
+    """One row per (run, step, test set): accuracy, n, the accuracy among the items of each gold
+    label (``accuracy_entailment``, ``accuracy_not_entailment``; NaN where the set has none) and
+    the balanced accuracy, their mean over the labels the set holds
+    (:func:`~shiftwork.trajectory.scores.label_scores`); role is id or ood. From ``runs`` (run
     name -> its config entry), each row also carries the run's ``suite``, ``shots`` (ID
     training examples; missing for runs that bring their own checkpoints) and ``seed``, so that
     runs that differ only in seed can be grouped. And the items table: every prediction of every
@@ -95,12 +99,7 @@ def collect_scores(
     from shiftwork.trajectory.analysis import ITEM_COLUMNS
 
     preds = pd.concat([read_table(p) for p in prediction_paths], ignore_index=True)
-    scores = (
-        preds.groupby(["model", "run", "step", "set"], sort=True)["correct"]
-        .agg(accuracy="mean", n="size")
-        .reset_index()
-        .rename(columns={"set": "testset"})
-    )
+    scores = label_scores(preds, ["model", "run", "step", "set"]).rename(columns={"set": "testset"})
     scores["role"] = ["id" if t == id_set else "ood" for t in scores["testset"]]
     missing = sorted(set(scores["run"]) - set(runs))
     if missing:
@@ -123,19 +122,21 @@ def analyse_trajectory(
 ) -> None:
     """Pairs, summary, label bias, seed summary, report and figures of the trajectory study.
 
-    ``analysis`` is config ``trajectory.analysis``; ``outputs`` maps ``pairs``, ``summary``,
-    ``label_bias``, ``seeds`` and ``report`` to their paths.
+    ``analysis`` is config ``trajectory.analysis``; its ``score`` is the column of the scores
+    table the analysis reads (:func:`~shiftwork.trajectory.scores.analysis_scores`). ``outputs``
+    maps ``pairs``, ``summary``, ``label_bias``, ``seeds`` and ``report`` to their paths.
     """
     from shiftwork.trajectory.analysis import PairOptions, label_bias, pair_table, summary
 
-    scores = read_table(scores_path)
+    scores = analysis_scores(read_table(scores_path), analysis.score)
     items = read_table(items_path)
     bias = label_bias(items)
     start = time.perf_counter()
     pairs = pair_table(scores, PairOptions.of(analysis), items=items, bias=bias)
     LOGGER.info(
-        "pair table (%s, %d resamples) in %.1f s",
+        "pair table (%s on %s, %d resamples) in %.1f s",
         analysis.method,
+        analysis.score,
         analysis.boot.resamples,
         time.perf_counter() - start,
     )
@@ -168,9 +169,11 @@ def _analysis_report(
     seeds: pd.DataFrame,
     analysis: AnalysisSettings,
 ) -> str:
-    """The study's Markdown report: accuracy curves, label bias, the OOD pairs, their shares by
-    sign and the pairs over seeds."""
-    from shiftwork.trajectory.report import METHOD_TITLES
+    """The study's Markdown report: the score the analysis read, its curves, the last checkpoint's
+    raw, per-label and balanced accuracy, label bias, the OOD pairs, their shares by sign and the
+    pairs over seeds. ``scores`` is the table the analysis read
+    (:func:`~shiftwork.trajectory.scores.analysis_scores`)."""
+    from shiftwork.trajectory.report import METHOD_TITLES, SCORE_TITLES, last_checkpoint_scores
 
     method, alpha = analysis.method, analysis.alpha
     curves = scores.pivot_table(index=["run", "step"], columns="testset", values="accuracy").reset_index()
@@ -179,9 +182,19 @@ def _analysis_report(
     text = [
         "# Trajectory study",
         "",
-        "## Accuracy per checkpoint",
+        f"The analysis reads each set's {SCORE_TITLES[analysis.score]} (config `trajectory.analysis.score: "
+        f"{analysis.score}`).",
+        "",
+        f"## {SCORE_TITLES[analysis.score].capitalize()} per checkpoint",
         "",
         to_markdown(curves),
+        "## Raw, per-label and balanced accuracy at each run's last checkpoint",
+        "",
+        "accuracy_<label>: accuracy among the set's items of that gold label (empty where it has none); "
+        "balanced_accuracy: their mean over the labels the set holds. On a set with one label the raw accuracy "
+        "is the checkpoint's share of that label; on a balanced set raw and balanced accuracy agree.",
+        "",
+        to_markdown(last_checkpoint_scores(scores)),
         "## Label bias per checkpoint",
         "",
         "Share of the checkpoint's test predictions that are 'entailment', over all test sets and per set.",
@@ -235,14 +248,15 @@ def plot_trajectory(
     """The paper's figures from the scores and the pairs table: per-run scatter plots of the
     ID residuals, raw vs partial r, early vs late windows (skipped when ``out_windows`` is
     None) and the cross-model fingerprint; their tables and ``figures.md``. ``analysis`` is
-    config ``trajectory.analysis`` (``alpha``, ``spline_df`` and the primary ``method``)."""
+    config ``trajectory.analysis`` (``alpha``, ``spline_df``, the primary ``method``, ``gam_df`` and
+    the ``score`` read from the scores table, :func:`~shiftwork.trajectory.scores.analysis_scores`)."""
     from shiftwork.trajectory import figures
     from shiftwork.trajectory.analysis import sorted_mixed
     from shiftwork.trajectory.fingerprint import fingerprint
     from shiftwork.trajectory.primary import raw_vs_primary
     from shiftwork.trajectory.windows import window_table
 
-    scores = read_table(scores_path)
+    scores = analysis_scores(read_table(scores_path), str(analysis["score"]))
     pairs = read_table(pairs_path)
     alpha, spline_df = float(analysis["alpha"]), int(analysis["spline_df"])
     method = str(analysis["method"])

@@ -25,6 +25,8 @@ SHIFTS: tuple[str, ...] = (
     "noise",
     "long_nested",
     "unseen_topic",
+    "overlap",
+    "subsequence",
     "overlap_entailed",
     "overlap_non_entailed",
     "subsequence_entailed",
@@ -366,8 +368,13 @@ MAKERS: dict[str, Callable[[np.random.Generator, str], Pair]] = {
     "noise": make_noise,
     "long_nested": make_long_nested,
     "unseen_topic": make_unseen_topic,
-    # HANS reports each heuristic's items by gold label: a model that leans on "every hypothesis
-    # word is in the premise, so entailment" gains on the entailed and loses on the others
+    # HANS's heuristics as HANS's own subsets hold them: both gold labels, alternated by _fill
+    "overlap": make_overlap,
+    "subsequence": make_subsequence,
+    # the same items split by gold label, as HANS reports them: each set's accuracy is the
+    # checkpoint's share of one label, so a drifting lean towards "entailment" alone moves them
+    # (two entailed sets together, an entailed and a non-entailed set against each other); kept
+    # for studies of that lean, not for the pair analysis
     "overlap_entailed": make_overlap,
     "overlap_non_entailed": make_overlap,
     "subsequence_entailed": make_subsequence,
@@ -381,7 +388,8 @@ SET_LABELS: dict[str, tuple[str, ...]] = {
     "subsequence_entailed": (ENT,),
     "subsequence_non_entailed": (NOT,),
 }
-"""Sets that hold one gold label; every other set alternates the labels (balanced)."""
+"""Label-split sets: each holds one gold label, so its accuracy is the share of predictions of that
+label. Every other set alternates the labels (balanced: equal counts for an even ``n_test``)."""
 # sets whose rows are noisy copies of fresh ID examples: their clean premises avoid the ID rows'
 FROM_ID: frozenset[str] = frozenset({"noise", "typos", "casing"})
 CORRUPTIONS: dict[str, Callable[[Pair, np.random.Generator], Pair]] = {"typos": with_typos, "casing": with_casing}
