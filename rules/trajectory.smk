@@ -87,10 +87,32 @@ rule collect_scores:
         "../scripts/collect_scores.py"
 
 
+# the pair analysis on null runs fitted to each real run, and on runs with a planted coupling:
+# its family-wise false-positive rate and power, which the report sets beside the pairs
+rule calibrate_trajectory:
+    input:
+        scores=res("trajectory/scores.parquet"),
+        item_table=res("trajectory/items.parquet"),
+    output:
+        calibration=res("trajectory/calibration.parquet"),
+    log:
+        logs("calibrate_trajectory.log"),
+    benchmark:
+        bench("calibrate_trajectory.tsv")
+    conda:
+        "../envs/shiftwork.yaml"
+    params:
+        analysis=ANALYSIS_SETTINGS,
+        calibration=CALIBRATION_SETTINGS,
+    script:
+        "../scripts/calibrate_trajectory.py"
+
+
 rule analyse_trajectory:
     input:
         scores=res("trajectory/scores.parquet"),
         item_table=res("trajectory/items.parquet"),
+        calibration=res("trajectory/calibration.parquet"),
     output:
         pairs=res("trajectory/pairs.parquet"),
         summary=res("trajectory/summary.parquet"),
@@ -131,6 +153,7 @@ rule plot_trajectory:
 rule trajectory:
     input:
         res("trajectory/report.md"),
+        res("trajectory/calibration.parquet"),
         res("trajectory/pairs.parquet"),
         res("trajectory/summary.parquet"),
         res("trajectory/label_bias.parquet"),

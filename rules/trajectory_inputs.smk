@@ -2,11 +2,14 @@
 # rule files); rules/trajectory.smk includes this file first.
 from shiftwork.schema import empty_section
 from shiftwork.trajectory.config import run_steps, trajectory_runs
-from shiftwork.trajectory.sections import AnalysisSettings
+from shiftwork.trajectory.sections import AnalysisSettings, CalibrationSettings
 
 TRAJECTORY = config.get("trajectory") or empty_section("trajectory")
 # what analyse_trajectory reads of trajectory.analysis (not its windows, which plot_trajectory reads)
 ANALYSIS_SETTINGS = AnalysisSettings.read_keys(TRAJECTORY["analysis"])
+CALIBRATION_SETTINGS = CalibrationSettings.read_keys(
+    TRAJECTORY["analysis"]["calibration"]
+)
 # the explicit runs and those of trajectory.grid, each with model, suite, shots and seed
 RUNS = trajectory_runs(TRAJECTORY)
 

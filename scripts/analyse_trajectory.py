@@ -17,4 +17,5 @@ with log_to(snakemake.log[0]):
             "report": snakemake.output.report,
         },
         str(Path(snakemake.output.figures[0]).parent),
+        snakemake.input.calibration,
     )

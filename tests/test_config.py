@@ -202,7 +202,9 @@ def test_an_absent_study_section_reads_as_nothing_to_run():
             "spline_df": 3,
             "method": "gam",
             "gam_df": 10,
-            "score": "balanced_accuracy",
+            "score": "lean_free_accuracy",
+            "dependence": "effective_n",
+            "calibration": {"replicates": 200, "seed": 0, "planted_sd": [0.25, 0.5, 1.0]},
             "bootstrap": {"resamples": 1000, "seed": 0, "together": [["typos", "casing"]]},
         },
     }

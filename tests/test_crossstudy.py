@@ -360,16 +360,17 @@ def test_stability_pairs_read_the_trajectory_analysis_score():
         "spline_df": 3,
         "bootstrap": {"resamples": 20, "seed": 0},
     }
-    # the default score is the balanced accuracy, a column this table lacks
-    with pytest.raises(ValueError, match="lacks column 'balanced_accuracy'.*rerun collect_scores"):
+    # the default score is the lean-free accuracy, a column this table lacks
+    with pytest.raises(ValueError, match="lacks column 'lean_free_accuracy'.*rerun collect_scores"):
         an.stability_pairs(per_prompt, scores, items, settings)
     # every item is entailment: the balanced accuracy is the raw one, and so are the pairs
     raw = an.stability_pairs(per_prompt, scores, items, settings | {"score": "accuracy"})
-    balanced = an.stability_pairs(per_prompt, scores.assign(balanced_accuracy=scores["accuracy"]), items, settings)
+    as_balanced = settings | {"score": "balanced_accuracy"}
+    balanced = an.stability_pairs(per_prompt, scores.assign(balanced_accuracy=scores["accuracy"]), items, as_balanced)
     pd.testing.assert_frame_equal(raw, balanced)
     # a balanced column the items do not give is caught by the item check
     with pytest.raises(ValueError, match="balanced accuracy"):
-        an.stability_pairs(per_prompt, scores.assign(balanced_accuracy=0.5), items, settings)
+        an.stability_pairs(per_prompt, scores.assign(balanced_accuracy=0.5), items, as_balanced)
 
 
 def test_organism_timing_finds_the_collapse_and_the_first_change():

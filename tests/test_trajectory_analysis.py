@@ -874,7 +874,13 @@ def test_collect_scores_and_analyse_trajectory_write_items_bias_and_report(tmp_p
         str(tmp_path / "figs"),
     )
     pairs = read_table(outputs["pairs"])
-    expected = ana.pair_table(scores, method="gam", items=items, resamples=25, seed=2)
+    # the defaults: the lean-free score, p-values over the effective number of checkpoints
+    from shiftwork.trajectory.scores import analysis_scores
+
+    lean_free = analysis_scores(scores, "lean_free_accuracy")
+    expected = ana.pair_table(
+        lean_free, method="gam", score="lean_free_accuracy", dependence="effective_n", items=items, resamples=25, seed=2
+    )
     pd.testing.assert_frame_equal(pairs, expected)
     assert (pairs["n_boot"] == 25).all() and (pairs["method"] == "gam").all()
     pd.testing.assert_frame_equal(read_table(outputs["label_bias"]), ana.label_bias(items))

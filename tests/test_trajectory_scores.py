@@ -43,8 +43,14 @@ def test_label_scores_are_the_hand_worked_values():
         "accuracy_entailment",
         "accuracy_not_entailment",
         "balanced_accuracy",
+        "lean_free_accuracy",
     ]
     a, b = got.iloc[0], got.iloc[1]
+    # lean-free: expit of the mean of log((2 + 1/2) / (1 + 1/2)) and log((0 + 1/2) / (1 + 1/2));
+    # a one-label set's is (hits + 1/2) / (n + 1)
+    mean_logit = (math.log(2.5 / 1.5) + math.log(0.5 / 1.5)) / 2
+    assert a["lean_free_accuracy"] == pytest.approx(1 / (1 + math.exp(-mean_logit)))
+    assert b["lean_free_accuracy"] == pytest.approx(1.5 / 3)
     assert (a["set"], a["n"], b["n"]) == ("a", 4, 2)
     assert a["accuracy"] == 0.5 and a["accuracy_entailment"] == pytest.approx(2 / 3)
     assert a["accuracy_not_entailment"] == 0.0 and a["balanced_accuracy"] == pytest.approx(1 / 3)
@@ -78,7 +84,7 @@ def test_analysis_scores_swaps_the_column_and_keeps_the_raw_one():
     assert got.attrs["score"] == "balanced_accuracy"
     assert analysis_scores(scores, "accuracy")["accuracy"].tolist() == [0.75, 0.5]
     assert scores["accuracy"].tolist() == [0.75, 0.5]  # the input is left alone
-    assert SCORES[0] == "balanced_accuracy"
+    assert SCORES[0] == "lean_free_accuracy"
     with pytest.raises(ValueError, match="score must be one of"):
         analysis_scores(scores, "f1")
     with pytest.raises(ValueError, match="rerun collect_scores"):
@@ -230,18 +236,24 @@ def test_analyse_trajectory_reads_the_configured_score_and_reports_it(tmp_path):
     outputs["report"] = str(tmp_path / "report.md")
     settings = {"method": "linear", "bootstrap": {"resamples": 20, "seed": 1, "together": []}}
     for score in SCORES:
-        analysis = AnalysisSettings.from_config(settings | ({"score": score} if score == "accuracy" else {}))
-        assert analysis.score == score  # balanced_accuracy is the default
+        analysis = AnalysisSettings.from_config(settings | ({"score": score} if score != SCORES[0] else {}))
+        assert analysis.score == score  # lean_free_accuracy is the default
         analyse_trajectory(
             str(tmp_path / "scores.parquet"), str(tmp_path / "items.parquet"), analysis, outputs, str(tmp_path / "f")
         )
         expected = ana.pair_table(
-            analysis_scores(scores, score), method="linear", score=score, items=items, resamples=20, seed=1
+            analysis_scores(scores, score),
+            method="linear",
+            score=score,
+            dependence="effective_n",
+            items=items,
+            resamples=20,
+            seed=1,
         )
         pd.testing.assert_frame_equal(read_table(outputs["pairs"]), expected, check_dtype=False)
         report = (tmp_path / "report.md").read_text()
         assert f"`trajectory.analysis.score: {score}`" in report
-    assert "## Raw, per-label and balanced accuracy at each run's last checkpoint" in report
+    assert "## Raw, per-label, balanced and lean-free accuracy at each run's last checkpoint" in report
     header = "| model | run | step | testset | role | accuracy | accuracy_entailment | accuracy_not_entailment |"
     assert header in report
     # set a at the last checkpoint: raw 3/4, entailment 1, not_entailment 0, balanced 1/2
@@ -270,7 +282,7 @@ def test_the_default_and_smoke_suites_hold_both_labels_in_equal_numbers():
         "casing",
     ]
     assert config["trajectory"]["analysis"]["bootstrap"]["together"] == [["typos", "casing"]]
-    assert config["trajectory"]["analysis"]["score"] == "balanced_accuracy"
+    assert config["trajectory"]["analysis"]["score"] == "lean_free_accuracy"
 
 
 def test_balanced_heuristic_sets_are_hans_items_of_both_labels():

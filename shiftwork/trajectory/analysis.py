@@ -119,8 +119,9 @@ from scipy import stats as sps
 from shiftwork.checks import require_columns
 from shiftwork.seeding import rng_for
 from shiftwork.trajectory import bootstrap as boot
+from shiftwork.trajectory.dependence import DEPENDENCE, effective_n
 from shiftwork.trajectory.gam import GAM_DF, MIN_SPLINE_POINTS, GamFit, gam_fit
-from shiftwork.trajectory.scores import SCORES, balanced_accuracy
+from shiftwork.trajectory.scores import SCORES, score_of
 from shiftwork.trajectory.sections import AnalysisSettings
 
 __all__ = [
@@ -178,6 +179,7 @@ PAIR_COLUMNS: tuple[str, ...] = (
     "p_raw",
     "r_partial",
     "p_partial",
+    "n_eff_partial",
     "ci95_low",
     "ci95_high",
     "p_partial_holm",
@@ -189,6 +191,7 @@ PAIR_COLUMNS: tuple[str, ...] = (
     "r_gam",
     "p_gam",
     "edf_gam",
+    "n_eff_gam",
     "p_gam_holm",
     "p_gam_bh",
     "r_partial_bias",
@@ -218,9 +221,14 @@ are the fields of :class:`PairOptions`)
 ``r_partial``, ``p_partial``, ``ci95_low``, ``ci95_high``
     ``pingouin.partial_corr(data=wide, x=ood_a, y=ood_b, covar=id, method="pearson")``:
     the correlation of the residuals of both OOD columns after OLS on ``[1, id]``, its
-    p-value (``n - 3`` degrees of freedom) and parametric 95% CI (pingouin's Fisher-z
-    interval, taken from :func:`pingouin.compute_esci` at full precision because
+    p-value (``n - 3`` degrees of freedom; ``n_eff_partial - 3`` under option ``dependence:
+    effective_n``, below) and parametric 95% CI (pingouin's Fisher-z interval over ``n``
+    independent checkpoints, taken from :func:`pingouin.compute_esci` at full precision because
     ``partial_corr`` rounds its ``CI95`` column to 2 decimals for display);
+``n_eff_partial``, ``n_eff_gam``
+    the effective number of checkpoints behind the linear and the GAM control's correlation
+    (:func:`shiftwork.trajectory.dependence.effective_n` of the two residual series; ``n`` under
+    ``dependence: independent``), which their p-values count in place of ``n``;
 ``p_partial_holm``, ``p_partial_bh``
     ``p_partial`` adjusted across the pairs of the run with
     ``pingouin.multicomp(method="holm")`` and ``method="fdr_bh"`` (NaN p-values stay NaN
@@ -235,7 +243,8 @@ are the fields of :class:`PairOptions`)
 ``r_gam``, ``p_gam``, ``edf_gam``, ``p_gam_holm``, ``p_gam_bh``
     correlation of the residuals of both OOD columns after the penalised GAM of the ID
     column (:func:`residualise` with ``kind="gam"``, ``gam_df`` basis functions, penalty
-    by GCV), its p-value on ``n - 1 - edf_gam`` degrees of freedom, ``edf_gam`` the larger
+    by GCV), its p-value on ``n - 1 - edf_gam`` degrees of freedom (``n_eff_gam - 1 - edf_gam``
+    under ``dependence: effective_n``), ``edf_gam`` the larger
     of the two fits' effective degrees of freedom (see :func:`_gam`), and Holm and BH;
 ``r_partial_bias``, ``p_partial_bias``, ``p_partial_bias_holm``
     ``pingouin.partial_corr(..., covar=[id, bias])``: the linear partial correlation
@@ -656,21 +665,37 @@ def _partial_bias(a: np.ndarray, b: np.ndarray, z: np.ndarray, bias: np.ndarray 
     return r, float(res["p_val"].iloc[0])
 
 
+def _dependent(
+    r: float, p: float, resid_a: np.ndarray, resid_b: np.ndarray, params: float, dependence: str
+) -> tuple[float, float]:
+    """``(p, n_eff)``: the p-value of ``r`` over the effective number of checkpoints of the two
+    residual series (:mod:`shiftwork.trajectory.dependence`; ``params`` the control's fitted
+    parameters, intercept included), or ``p`` as it is and ``n`` under ``"independent"``."""
+    n = float(len(resid_a))
+    if dependence == "independent" or not math.isfinite(r):
+        return p, n
+    n_eff = effective_n(resid_a, resid_b)
+    return _corr_p(r, n_eff - params - 1.0), n_eff
+
+
 def _run_pairs(
-    table: pd.DataFrame, df: int, gam_df: int, bias: np.ndarray | None
+    table: pd.DataFrame, df: int, gam_df: int, bias: np.ndarray | None, dependence: str = "independent"
 ) -> tuple[list[dict[str, Any]], dict[str, GamFit]]:
     id_col = table.attrs["id"]
     z = table[id_col].to_numpy(dtype=float)
     fits = {c: gam_fit(table[c].to_numpy(dtype=float), z, gam_df) for c in table.attrs["ood"]}
+    line = np.column_stack([np.ones_like(z), z])
     out: list[dict[str, Any]] = []
     for a, b in itertools.combinations(table.attrs["ood"], 2):
         av = table[a].to_numpy(dtype=float)
         bv = table[b].to_numpy(dtype=float)
         r_raw, p_raw = _raw(av, bv)
         r_p, p_p, lo, hi = _partial(table, a, b, id_col, "pearson")
+        p_p, n_eff = _dependent(r_p, p_p, _fit_residuals(av, line), _fit_residuals(bv, line), 2.0, dependence)
         r_s, p_s, _, _ = _partial(table, a, b, id_col, "spearman")
         r_n, p_n = _nonlinear(av, bv, z, df)
         r_g, p_g, edf = _gam(fits[a], fits[b], av, bv, z)
+        p_g, n_eff_gam = _dependent(r_g, p_g, fits[a].resid, fits[b].resid, edf, dependence)
         r_b, p_b = _partial_bias(av, bv, z, bias)
         out.append(
             {
@@ -683,6 +708,7 @@ def _run_pairs(
                 "p_raw": p_raw,
                 "r_partial": r_p,
                 "p_partial": p_p,
+                "n_eff_partial": n_eff,
                 "ci95_low": lo,
                 "ci95_high": hi,
                 "r_partial_spearman": r_s,
@@ -692,6 +718,7 @@ def _run_pairs(
                 "r_gam": r_g,
                 "p_gam": p_g,
                 "edf_gam": edf,
+                "n_eff_gam": n_eff_gam,
                 "r_partial_bias": r_b,
                 "p_partial_bias": p_b,
             }
@@ -851,11 +878,11 @@ def _item_matrices(
             )
         values = matrix.to_numpy(dtype=float)
         labels = None if score == "accuracy" or testset in continuous else _item_labels(part, matrix.index, where)
-        acc = values.mean(axis=0) if labels is None else balanced_accuracy(values, labels)
+        acc = score_of(values, labels, score)
         off = np.abs(acc - table[testset].to_numpy(dtype=float))
         if np.any(off > 1e-9):
             k = int(np.argmax(off))
-            what = "accuracy" if labels is None else "balanced accuracy"
+            what = "accuracy" if labels is None else score.replace("_", " ")
             raise AnalysisError(
                 f"{where}: test set {_label(testset)} at step {int(steps[k])}: the items give {what} {acc[k]:.6g}, "
                 f"the scores table {table[testset].iloc[k]:.6g}"
@@ -869,7 +896,7 @@ def _item_labels(part: pd.DataFrame, order: pd.Index, where: str) -> np.ndarray:
     """The one gold label of each item of ``part`` (one test set's rows), in the order ``order``."""
     testset = part["set"].iloc[0]
     if "label" not in part.columns or part["label"].isna().any():
-        raise AnalysisError(f"{where}: test set {_label(testset)} has items without a gold label (balanced accuracy)")
+        raise AnalysisError(f"{where}: test set {_label(testset)} has items without a gold label (a per-label score)")
     per_item = part.groupby("example_id", sort=False)["label"].nunique()
     if (per_item > 1).any():
         raise AnalysisError(
@@ -895,7 +922,7 @@ def _bootstrap(
     }
     groups = [group_of.get(c) for c in table.columns]
     acc = boot.resample_accuracies(
-        matrices, rng, int(options.resamples), groups, None if options.score == "accuracy" else labels
+        matrices, rng, int(options.resamples), groups, None if options.score == "accuracy" else labels, options.score
     )
     position = {c: k for k, c in enumerate(table.columns)}
     oods = table.attrs["ood"]
@@ -915,7 +942,8 @@ class PairOptions:
     ``alpha`` (Holm within the run), the spline control's ``df``, the primary ``method``
     (:data:`METHODS`) and the GAM's ``gam_df``; the ``score`` the scores table's ``accuracy``
     column holds (:data:`~shiftwork.trajectory.scores.SCORES`), which the items must reproduce and
-    the item bootstrap resamples; the item bootstrap's ``resamples`` (0: none), its ``seed`` and
+    the item bootstrap resamples; how the p-values count the run's serially dependent checkpoints,
+    ``dependence`` (:data:`~shiftwork.trajectory.dependence.DEPENDENCE`); the item bootstrap's ``resamples`` (0: none), its ``seed`` and
     the groups of test sets it resamples ``together``."""
 
     alpha: float = 0.05
@@ -923,6 +951,7 @@ class PairOptions:
     method: str = "linear"
     gam_df: int = GAM_DF
     score: str = "accuracy"
+    dependence: str = "independent"
     resamples: int = 1000
     seed: int = 0
     together: Sequence[Sequence[str]] = ()
@@ -937,6 +966,7 @@ class PairOptions:
             method=analysis.method,
             gam_df=analysis.gam_df,
             score=analysis.score,
+            dependence=analysis.dependence,
             resamples=boot.resamples,
             seed=boot.seed,
             together=boot.together,
@@ -951,6 +981,8 @@ class PairOptions:
             raise AnalysisError(f"pair_table: method must be one of {list(METHODS)}, got {self.method!r}")
         if isinstance(gam_df, bool) or not isinstance(gam_df, (int, np.integer)) or gam_df < MIN_SPLINE_POINTS:
             raise AnalysisError(f"pair_table: gam_df must be an integer >= {MIN_SPLINE_POINTS}, got {gam_df!r}")
+        if self.dependence not in DEPENDENCE:
+            raise AnalysisError(f"pair_table: dependence must be one of {list(DEPENDENCE)}, got {self.dependence!r}")
         if self.score not in SCORES:
             raise AnalysisError(f"pair_table: score must be one of {list(SCORES)}, got {self.score!r}")
         for name, value in (("resamples", self.resamples), ("seed", self.seed)):
@@ -1053,7 +1085,7 @@ def _run_pair_rows(
     adjusted p-values, the primary method's columns, the bootstrap and the sign."""
     alpha = float(options.alpha)
     run_bias = None if bias is None else _run_bias(bias, table)
-    rows, fits = _run_pairs(table, options.df, int(options.gam_df), run_bias)
+    rows, fits = _run_pairs(table, options.df, int(options.gam_df), run_bias, options.dependence)
     part = _with_primary(_adjusted(pd.DataFrame(rows), alpha), options.method)
     summaries = [boot.bootstrap_summary(np.array([]), math.nan)] * len(part)
     if items is not None and options.resamples > 0:

@@ -45,6 +45,7 @@ from collections.abc import Hashable, Sequence
 import numpy as np
 
 from shiftwork.trajectory.gam import penalised_residuals
+from shiftwork.trajectory.scores import lean_free_from_means
 
 __all__ = ["DEGENERATE_SHARE", "gam_partials", "linear_partials", "resample_accuracies", "bootstrap_summary"]
 
@@ -72,6 +73,7 @@ def resample_accuracies(
     resamples: int,
     groups: Sequence[Hashable | None] | None = None,
     labels: Sequence[Sequence[Hashable] | None] | None = None,
+    score: str = "balanced_accuracy",
 ) -> np.ndarray:
     """``(resamples, checkpoints, sets)`` accuracies of item-bootstrap resamples.
 
@@ -80,8 +82,9 @@ def resample_accuracies(
     non-None ``groups[s]`` are built on the same sources row for row: the first of them draws
     the indices and the others reuse them (no draw of their own), so a resample keeps the pairing.
     ``labels[s]`` (None, or ``labels`` None: raw accuracy) gives the gold label of each row of set
-    ``s``: its resamples are then drawn within each label and scored by balanced accuracy (module
-    notes); sets resampled together must then have the same labels row for row.
+    ``s``: its resamples are then drawn within each label and scored by ``score``, the balanced or
+    the lean-free accuracy (module notes); sets resampled together must then have the same labels
+    row for row.
     """
     if not correct:
         raise ValueError("resample_accuracies: no sets")
@@ -112,7 +115,11 @@ def resample_accuracies(
             idx = [rng.integers(0, len(rows), size=(resamples, len(rows))) for rows in strata]
             if key is not None:
                 drawn[key], strata_of[key] = idx, strata
-        out[:, :, s] = np.mean([_mean_of_draws(matrix[rows], i) for rows, i in zip(strata, idx)], axis=0)
+        means = np.array([_mean_of_draws(matrix[rows], i) for rows, i in zip(strata, idx)])
+        if set_labels is not None and score == "lean_free_accuracy":
+            out[:, :, s] = lean_free_from_means(np.moveaxis(means, 0, -2), np.array([[len(r)] for r in strata]))
+        else:
+            out[:, :, s] = means.mean(axis=0)
     return out
 
 

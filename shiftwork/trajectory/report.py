@@ -53,7 +53,11 @@ METHOD_TITLES = {
 }
 """How a heatmap's title names the primary method of :func:`~shiftwork.trajectory.analysis.pair_table`."""
 
-SCORE_TITLES = {"balanced_accuracy": "balanced accuracy", "accuracy": "accuracy"}
+SCORE_TITLES = {
+    "lean_free_accuracy": "lean-free accuracy",
+    "balanced_accuracy": "balanced accuracy",
+    "accuracy": "accuracy",
+}
 """How the report and the curves name the score the analysis read (config ``trajectory.analysis.score``)."""
 
 CHANCE = 1.0 / len(LABELS)
@@ -67,13 +71,17 @@ def last_checkpoint_scores(scores: pd.DataFrame) -> pd.DataFrame:
     """Each run's last checkpoint, one row per test set (sorted by model, run, test set):
     ``model``, ``run``, ``step``, ``testset``, ``role``, the raw ``accuracy`` (``raw_accuracy``
     where :func:`~shiftwork.trajectory.scores.analysis_scores` put another score in its place),
-    then those of ``accuracy_<label>`` per label and ``balanced_accuracy`` the table has."""
+    then those of ``accuracy_<label>`` per label, ``balanced_accuracy`` and ``lean_free_accuracy`` the table has."""
     require_columns(scores, REQUIRED_COLUMNS, "scores table", AnalysisError)
     last = scores.groupby("run")["step"].transform("max")
     rows = scores[scores["step"] == last].copy()
     if "raw_accuracy" in rows.columns:
         rows["accuracy"] = rows["raw_accuracy"]
-    extra = [c for c in (*(f"accuracy_{label}" for label in LABELS), "balanced_accuracy") if c in rows.columns]
+    extra = [
+        c
+        for c in (*(f"accuracy_{label}" for label in LABELS), "balanced_accuracy", "lean_free_accuracy")
+        if c in rows.columns
+    ]
     keep = ["model", "run", "step", "testset", "role", "accuracy", *extra]
     return rows[keep].sort_values(["model", "run", "testset"], key=lambda c: c.astype(str)).reset_index(drop=True)
 

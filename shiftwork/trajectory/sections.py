@@ -20,18 +20,32 @@ class BootstrapSettings(Section, section=("trajectory", "analysis", "bootstrap")
 
 
 @dataclass(frozen=True)
-class AnalysisSettings(Section, section=("trajectory", "analysis"), exclude=("windows",)):
+class CalibrationSettings(Section, section=("trajectory", "analysis", "calibration")):
+    """The calibration of the pair analysis (:mod:`shiftwork.trajectory.calibration`): ``replicates``
+    null runs per run, and as many per planted coupling size ``planted_sd`` (log odds), from
+    generator seed ``seed``."""
+
+    replicates: int
+    seed: int
+    planted_sd: Sequence[float]
+
+
+@dataclass(frozen=True)
+class AnalysisSettings(Section, section=("trajectory", "analysis"), exclude=("windows", "calibration")):
     """The pair analysis of rule analyse_trajectory: significance level ``alpha``, the spline
-    control's ``spline_df``, the primary ``method``, the GAM's ``gam_df`` and the ``score`` it reads
-    (:data:`~shiftwork.trajectory.scores.SCORES`); ``bootstrap`` is its
+    control's ``spline_df``, the primary ``method``, the GAM's ``gam_df``, the ``score`` it reads
+    (:data:`~shiftwork.trajectory.scores.SCORES`) and how it counts serially dependent checkpoints
+    (``dependence``, :data:`~shiftwork.trajectory.dependence.DEPENDENCE`); ``bootstrap`` is its
     subsection as given (:attr:`boot` reads it). ``windows`` is left to the rules, which add the
-    early/late window table of rule plot_trajectory when it is on."""
+    early/late window table of rule plot_trajectory when it is on, and ``calibration`` to
+    :class:`CalibrationSettings` (rule calibrate_trajectory)."""
 
     alpha: float
     spline_df: int
     method: str
     gam_df: int
     score: str
+    dependence: str
     bootstrap: Mapping[str, Any]
 
     @property

@@ -15,7 +15,7 @@ from shiftwork.reports.tables import to_markdown
 from shiftwork.tables import read_table, write_table, write_text
 from shiftwork.trajectory.jobs import EvalOptions
 from shiftwork.trajectory.scores import analysis_scores, label_scores
-from shiftwork.trajectory.sections import AnalysisSettings
+from shiftwork.trajectory.sections import AnalysisSettings, CalibrationSettings
 from shiftwork.trajectory.suite import suite_stats
 from shiftwork.trajectory.tasks import build_suite
 
@@ -113,18 +113,38 @@ def collect_scores(
     write_table(items.reset_index(drop=True), out_items, prov)
 
 
+def calibrate_trajectory(
+    scores_path: str, items_path: str, analysis: AnalysisSettings, calibration: CalibrationSettings, out: str
+) -> None:
+    """The calibration table of every run (:func:`~shiftwork.trajectory.calibration.calibrate`):
+    the run's pair analysis (``analysis``, config ``trajectory.analysis``) on null runs fitted to it
+    and on runs with a planted coupling."""
+    from shiftwork.trajectory.analysis import PairOptions
+    from shiftwork.trajectory.calibration import calibrate
+
+    start = time.perf_counter()
+    table = calibrate(read_table(scores_path), read_table(items_path), PairOptions.of(analysis), calibration)
+    LOGGER.info("calibration (%d replicates a kind) in %.1f s", calibration.replicates, time.perf_counter() - start)
+    LOGGER.info("%s", table.drop(columns=["model"]).to_string(index=False))
+    settings = {**analysis.as_dict(), "calibration": calibration.as_dict()}
+    prov = make_provenance("calibrate_trajectory", settings, seed=calibration.seed)
+    write_table(table, out, prov)
+
+
 def analyse_trajectory(
     scores_path: str,
     items_path: str,
     analysis: AnalysisSettings,
     outputs: Mapping[str, str],
     figure_dir: str,
+    calibration_path: str | None = None,
 ) -> None:
     """Pairs, summary, label bias, seed summary, report and figures of the trajectory study.
 
     ``analysis`` is config ``trajectory.analysis``; its ``score`` is the column of the scores
     table the analysis reads (:func:`~shiftwork.trajectory.scores.analysis_scores`). ``outputs``
-    maps ``pairs``, ``summary``, ``label_bias``, ``seeds`` and ``report`` to their paths.
+    maps ``pairs``, ``summary``, ``label_bias``, ``seeds`` and ``report`` to their paths; the
+    calibration table (``calibration_path``, rule calibrate_trajectory) goes into the report.
     """
     from shiftwork.trajectory.analysis import PairOptions, label_bias, pair_table, summary
 
@@ -148,7 +168,8 @@ def analyse_trajectory(
     seeds = seed_summary(scores, pairs)
     write_table(seeds, outputs["seeds"], prov)
     _analysis_figures(scores, pairs, Path(figure_dir))
-    write_text(_analysis_report(scores, bias, pairs, summ, seeds, analysis), outputs["report"])
+    calibration = read_table(calibration_path) if calibration_path else None
+    write_text(_analysis_report(scores, bias, pairs, summ, seeds, analysis, calibration), outputs["report"])
 
 
 def _analysis_figures(scores: pd.DataFrame, pairs: pd.DataFrame, figs: Path) -> None:
@@ -168,6 +189,7 @@ def _analysis_report(
     summ: pd.DataFrame,
     seeds: pd.DataFrame,
     analysis: AnalysisSettings,
+    calibration: pd.DataFrame | None = None,
 ) -> str:
     """The study's Markdown report: the score the analysis read, its curves, the last checkpoint's
     raw, per-label and balanced accuracy, label bias, the OOD pairs, their shares by sign and the
@@ -188,10 +210,11 @@ def _analysis_report(
         f"## {SCORE_TITLES[analysis.score].capitalize()} per checkpoint",
         "",
         to_markdown(curves),
-        "## Raw, per-label and balanced accuracy at each run's last checkpoint",
+        "## Raw, per-label, balanced and lean-free accuracy at each run's last checkpoint",
         "",
         "accuracy_<label>: accuracy among the set's items of that gold label (empty where it has none); "
-        "balanced_accuracy: their mean over the labels the set holds. On a set with one label the raw accuracy "
+        "balanced_accuracy: their mean over the labels the set holds; lean_free_accuracy: expit of the mean of "
+        "the labels' log odds, in which a lean towards one label cancels. On a set with one label the raw accuracy "
         "is the checkpoint's share of that label; on a balanced set raw and balanced accuracy agree.",
         "",
         to_markdown(last_checkpoint_scores(scores)),
@@ -208,6 +231,7 @@ def _analysis_report(
         "reason: why r_primary is undefined (n/a), e.g. a test set constant over the run; empty when computed.",
         "",
         to_markdown(pairs[shown]),
+        *_calibration_section(calibration, pairs),
         f"## Share of OOD pairs by sign of the primary partial correlation (Holm, alpha {alpha:g})",
         "",
         to_markdown(summ),
@@ -219,6 +243,42 @@ def _analysis_report(
         to_markdown(seeds),
     ]
     return "\n".join(text) + "\n"
+
+
+def _calibration_section(calibration: pd.DataFrame | None, pairs: pd.DataFrame) -> list[str]:
+    """The report's calibration section: the table and, per run, whether its significant pairs
+    are findings (the run's family-wise false-positive rate on its null at most alpha)."""
+    if calibration is None:
+        return []
+    lines = [
+        "## Calibration: the same analysis on null runs shaped like each run",
+        "",
+        "Each run's pair analysis (same score, control, dependence correction and Holm family) on null runs "
+        "fitted to the run: its ID trajectory, label lean, autocorrelation, set levels and item counts, with "
+        "the test sets coupled by nothing else (shiftwork.trajectory.null). kind null: rate is the family-wise "
+        "false-positive rate, the share of null runs with at least one Holm-significant pair; kind planted: "
+        "rate is the power, the share of runs with a shared log-odds component of standard deviation "
+        "planted_sd on one pair in which that pair is Holm-significant and positive. ci_low, ci_high: exact "
+        "95% interval. phi: the fitted AR(1) coefficient; lean_sd: the lean's standard deviation (log odds).",
+        "",
+        to_markdown(calibration.drop(columns=["model"])),
+    ]
+    for run, part in calibration.groupby("run", sort=True):
+        n_sig = int(((pairs["run"] == run) & (pairs["sign"] != "null")).sum())
+        null = part[part["kind"] == "null"].iloc[0]
+        if bool(null["calibrated"]):
+            verdict = (
+                f"calibrated (false-positive rate {null['rate']:.3f} <= alpha {null['alpha']:g}): its "
+                f"{n_sig} Holm-significant pair(s) are findings."
+            )
+        else:
+            verdict = (
+                f"NOT calibrated (false-positive rate {null['rate']:.3f} > alpha {null['alpha']:g}): its "
+                f"{n_sig} Holm-significant pair(s) are not findings; the design or the method can produce them "
+                "without any coupling."
+            )
+        lines += [f"- run {run}: {verdict}"]
+    return [*lines, ""]
 
 
 def seed_summary(scores: pd.DataFrame, pairs: pd.DataFrame) -> pd.DataFrame:
