@@ -31,6 +31,7 @@ residual variance left after the binomial variance the cells' sizes explain).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -41,7 +42,17 @@ from scipy.special import expit
 
 from shiftwork.trajectory.scores import empirical_logit, lean_free_from_means
 
-__all__ = ["Coupling", "NullModel", "fit_null", "scores_frame", "set_scores", "simulate_runs", "with_design"]
+__all__ = [
+    "Coupling",
+    "NullModel",
+    "fit_null",
+    "model_from_record",
+    "model_record",
+    "scores_frame",
+    "set_scores",
+    "simulate_runs",
+    "with_design",
+]
 
 ENTAILMENT = "entailment"
 SCORES = ("balanced_accuracy", "accuracy", "lean_free_accuracy")
@@ -307,3 +318,42 @@ def with_design(model: NullModel, design: Mapping[str, Sequence[str]], n_items: 
         sigma=np.array(sigma),
         steps=model.steps,
     )
+
+
+def model_record(model: NullModel) -> dict:
+    """``model`` as plain lists and numbers (JSON), :func:`model_from_record`'s inverse."""
+    out = {}
+    for f in dataclasses.fields(model):
+        value = getattr(model, f.name)
+        out[f.name] = value.tolist() if isinstance(value, np.ndarray) else list(value) if f.name == "sets" else value
+    return out
+
+
+def model_from_record(record: Mapping) -> NullModel:
+    """The :class:`NullModel` of a :func:`model_record`."""
+    values = {f.name: record[f.name] for f in dataclasses.fields(NullModel)}
+    arrays = {k: np.asarray(v) for k, v in values.items() if k not in ("sets", "phi")}
+    return NullModel(**arrays, sets=tuple(values["sets"]), phi=float(values["phi"]))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m shiftwork.trajectory.null ITEMS RUN ID_SET OUT``: the null fitted to run RUN of
+    an items table, written to OUT as JSON (a fixture of the tests, say)."""
+    import argparse
+    import json
+
+    from shiftwork.tables import read_table
+
+    parser = argparse.ArgumentParser(description=main.__doc__)
+    for name in ("items", "run", "id_set", "out"):
+        parser.add_argument(name)
+    args = parser.parse_args(argv)
+    model = fit_null(read_table(args.items), args.run, args.id_set)
+    with open(args.out, "w") as handle:
+        json.dump(model_record(model), handle, indent=1)
+        handle.write("\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

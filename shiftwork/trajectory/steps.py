@@ -271,11 +271,16 @@ def _calibration_section(calibration: pd.DataFrame | None, pairs: pd.DataFrame) 
                 f"calibrated (false-positive rate {null['rate']:.3f} <= alpha {null['alpha']:g}): its "
                 f"{n_sig} Holm-significant pair(s) are findings."
             )
-        else:
+        elif n_sig:
             verdict = (
                 f"NOT calibrated (false-positive rate {null['rate']:.3f} > alpha {null['alpha']:g}): its "
                 f"{n_sig} Holm-significant pair(s) are not findings; the design or the method can produce them "
                 "without any coupling."
+            )
+        else:
+            verdict = (
+                f"NOT calibrated (false-positive rate {null['rate']:.3f} > alpha {null['alpha']:g}); it has no "
+                "Holm-significant pair, and one would not have been a finding."
             )
         lines += [f"- run {run}: {verdict}"]
     return [*lines, ""]
