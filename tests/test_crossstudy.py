@@ -330,6 +330,7 @@ def test_stability_pairs_are_the_trajectory_partial_correlations_of_the_sgs_colu
         "gam_df": 5,
         "spline_df": 3,
         "score": "accuracy",
+        "dependence": "independent",  # pingouin's p-values, over every checkpoint
         "bootstrap": {"resamples": 50, "seed": 0},
     }
     pairs = an.stability_pairs(per_prompt, scores, items, settings)

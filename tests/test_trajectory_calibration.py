@@ -210,15 +210,22 @@ def test_the_label_split_design_finds_pairs_on_null_runs():
 
 def test_the_balanced_design_lowers_the_false_positive_rate():
     """The new default on null runs shaped like its own run (200 replicates): far fewer false
-    positives than the label-split design (above) or the balanced accuracy give; but above
-    alpha = 0.05 (0.13 at seed 12): a lean that pins one label still reaches the lean-free score
-    through the empirical logit's continuity correction, so this run is reported as not calibrated."""
+    positives than the label-split design (above) or the balanced accuracy give. At every
+    checkpoint the rate is still well above alpha (0.13 at seed 12): where the lean pins one label,
+    it reaches the lean-free score through the empirical logit's continuity correction. Leaving out
+    the checkpoints whose answers are at least 0.9 one label (``pinned``; steps 0, 4, 6 and 8 of
+    this run, from its label_bias.parquet) brings it to 0.055 at seed 12: near alpha, not yet
+    clearly at or below it."""
     model = fitted("balanced")
     options = PairOptions(method="gam", score="lean_free_accuracy", dependence="effective_n")
-    rate = false_positive_rate(model, options, np.random.default_rng(12), 200) / 200
-    assert 0.05 < rate < 0.25
+    every = false_positive_rate(model, options, np.random.default_rng(12), 200) / 200
+    assert 0.08 < every < 0.25
+    pinned = json.loads((DATA / "null_balanced_run.json").read_text())["pinned_steps"]
+    keep = ~np.isin(model.steps, pinned)
+    rate = false_positive_rate(model, options, np.random.default_rng(12), 200, keep=keep) / 200
+    assert rate <= 0.07 and rate < every
     balanced = dataclasses.replace(options, score="balanced_accuracy")
-    assert false_positive_rate(model, balanced, np.random.default_rng(12), 80) / 80 > 0.5
+    assert false_positive_rate(model, balanced, np.random.default_rng(12), 60, keep=keep) / 60 > 0.5
     # with the lean taken away the same analysis is calibrated: what is left is the lean's
     still = dataclasses.replace(model, lean=np.zeros_like(model.lean))
     assert false_positive_rate(still, options, np.random.default_rng(12), 80) / 80 <= 0.05
@@ -238,7 +245,14 @@ def test_a_planted_coupling_is_found_more_often_the_larger_it_is():
 def test_calibrate_gives_a_null_row_and_a_row_per_planted_size():
     model = null_model(OLD_DESIGN, n_items=40, id_items=20)
     items = _items_of(model, np.random.default_rng(5))
-    scores = pd.DataFrame({"model": "m", "run": "r", "testset": ["id", "overlap_entailed"], "role": ["id", "ood"]})
+    # the analysed checkpoints: every one but the first two (left out, as pinned ones are)
+    scores = pd.DataFrame(
+        [
+            {"model": "m", "run": "r", "step": int(step), "testset": name, "role": role}
+            for step in STEPS[2:]
+            for name, role in (("id", "id"), ("overlap_entailed", "ood"))
+        ]
+    )
     options = PairOptions(method="linear", score="accuracy", dependence="independent")
     table = calibrate(scores, items, options, CalibrationSettings(replicates=12, seed=0, planted_sd=[0.5, 2.0]))
     assert list(table.columns) == list(CALIBRATION_COLUMNS)

@@ -385,7 +385,7 @@ def test_plot_trajectory_writes_every_output_for_a_degenerate_window(monkeypatch
     plot_trajectory(
         str(tmp_path / "scores.parquet"),
         str(tmp_path / "pairs.parquet"),
-        {"alpha": 0.05, "spline_df": 3, "method": "gam", "gam_df": 10, "score": "accuracy"},
+        {"alpha": 0.05, "spline_df": 3, "method": "gam", "gam_df": 10, "score": "accuracy", "pinned": None},
         str(tmp_path / "raw.parquet"),
         str(tmp_path / "fingerprint.parquet"),
         str(tmp_path / "windows.parquet"),

@@ -322,7 +322,15 @@ def test_figures_and_tables_are_written(tmp_path):
     plot_trajectory(
         str(tmp_path / "scores.parquet"),
         str(tmp_path / "pairs.parquet"),
-        {"alpha": 0.05, "spline_df": 3, "windows": True, "method": "linear", "gam_df": 10, "score": "accuracy"},
+        {
+            "alpha": 0.05,
+            "spline_df": 3,
+            "windows": True,
+            "method": "linear",
+            "gam_df": 10,
+            "score": "accuracy",
+            "pinned": None,
+        },
         str(tmp_path / "raw_vs_partial.parquet"),
         str(tmp_path / "fingerprint.parquet"),
         str(tmp_path / "windows.parquet"),
@@ -351,7 +359,15 @@ def test_figures_and_tables_are_written(tmp_path):
     plot_trajectory(
         str(tmp_path / "scores.parquet"),
         str(tmp_path / "pairs.parquet"),
-        {"alpha": 0.05, "spline_df": 3, "windows": False, "method": "linear", "gam_df": 10, "score": "accuracy"},
+        {
+            "alpha": 0.05,
+            "spline_df": 3,
+            "windows": False,
+            "method": "linear",
+            "gam_df": 10,
+            "score": "accuracy",
+            "pinned": None,
+        },
         str(tmp_path / "rv.parquet"),
         str(tmp_path / "fp.parquet"),
         None,

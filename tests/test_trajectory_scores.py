@@ -234,7 +234,7 @@ def test_analyse_trajectory_reads_the_configured_score_and_reports_it(tmp_path):
     write_table(items, tmp_path / "items.parquet", {"step": "test"})
     outputs = {k: str(tmp_path / f"{k}.parquet") for k in ("pairs", "summary", "label_bias", "seeds")}
     outputs["report"] = str(tmp_path / "report.md")
-    settings = {"method": "linear", "bootstrap": {"resamples": 20, "seed": 1, "together": []}}
+    settings = {"method": "linear", "pinned": None, "bootstrap": {"resamples": 20, "seed": 1, "together": []}}
     for score in SCORES:
         analysis = AnalysisSettings.from_config(settings | ({"score": score} if score != SCORES[0] else {}))
         assert analysis.score == score  # lean_free_accuracy is the default
@@ -301,3 +301,40 @@ def test_balanced_heuristic_sets_are_hans_items_of_both_labels():
     subsequence = suite[suite["set"] == "subsequence"]["premise"]
     assert not any(" who " in p or p.split(" ")[2] == "near" for p in overlap)
     assert all(" who " in p or p.split(" ")[2] == "near" for p in subsequence)
+
+
+# --------------------------------------------------------------------------- pinned checkpoints
+
+
+def test_checkpoints_whose_answers_are_pinned_to_one_label_are_left_out():
+    # run r: step 0 answers 95% entailment, step 1 half and half, step 2 8% entailment (92% the
+    # other label); run q: never pinned
+    shares = {("r", 0): 0.95, ("r", 1): 0.5, ("r", 2): 0.08, ("q", 0): 0.6, ("q", 1): 0.4}
+    scores = pd.DataFrame(
+        [
+            {"run": run, "step": step, "testset": t, "accuracy": 0.5, "lean_free_accuracy": 0.6, "entailment_share": sh}
+            for (run, step), sh in shares.items()
+            for t in ("id", "a")
+        ]
+    )
+    got = analysis_scores(scores, "lean_free_accuracy", 0.9)
+    assert got.attrs["pinned"] == {"r": [0, 2]}
+    assert sorted(set(zip(got["run"], got["step"]))) == [("q", 0), ("q", 1), ("r", 1)]
+    assert (got["accuracy"] == 0.6).all()
+    assert analysis_scores(scores, "lean_free_accuracy", 0.96).attrs["pinned"] == {}
+    assert len(analysis_scores(scores, "lean_free_accuracy", None)) == len(scores)
+    with pytest.raises(ValueError, match="entailment_share"):
+        analysis_scores(scores.drop(columns="entailment_share"), "accuracy", 0.9)
+
+
+def test_collect_scores_writes_each_checkpoints_prediction_share(tmp_path):
+    from shiftwork.tables import read_table, write_table
+    from shiftwork.trajectory.steps import collect_scores
+
+    preds = predictions([("id", E, True), ("id", N, False), ("o", E, True), ("o", N, True)])
+    preds = preds.assign(model="m", run="r", step=0, margin=0.0)
+    preds["pred"] = [E, E, E, N]  # 3 of the checkpoint's 4 predictions are entailment
+    write_table(preds, tmp_path / "p.parquet", {"step": "test"})
+    runs = {"r": {"suite": "s", "shots": 4, "seed": 0}}
+    collect_scores([str(tmp_path / "p.parquet")], "id", str(tmp_path / "s.parquet"), str(tmp_path / "i.parquet"), runs)
+    assert read_table(tmp_path / "s.parquet")["entailment_share"].tolist() == [0.75, 0.75]

@@ -95,7 +95,9 @@ def stability_pairs(
     scored for stability are used. Columns :data:`PAIR_KEEP`."""
     frames = []
     boot = analysis["bootstrap"]
-    score = AnalysisSettings.from_config(analysis).score
+    settings = AnalysisSettings.from_config(analysis)
+    score = settings.score
+    # pinned checkpoints stay: a run scored for stability at a few checkpoints has none to spare
     scores = analysis_scores(scores, score)
     for run in sorted(per_prompt["run"].unique()):
         steps = sorted(per_prompt.loc[per_prompt["run"] == run, "step"].unique())
@@ -118,6 +120,7 @@ def stability_pairs(
             method=analysis["method"],
             gam_df=int(analysis["gam_df"]),
             score=score,
+            dependence=settings.dependence,
             items=pd.concat([run_items, axis_items.assign(model=model)], ignore_index=True),
             bias=label_bias(run_items),
             resamples=int(boot["resamples"]),

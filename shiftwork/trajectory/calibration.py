@@ -75,13 +75,25 @@ def _options(options: PairOptions) -> PairOptions:
     return dataclasses.replace(options, resamples=0)
 
 
+def _analysed(sims: np.ndarray, model: NullModel, keep: np.ndarray | None, name: Hashable) -> pd.DataFrame:
+    """The simulated runs as a scores table, at the checkpoints ``keep`` (a mask; None: all)."""
+    if keep is None:
+        return scores_frame(sims, model.sets, model.steps, name)
+    return scores_frame(sims[:, keep], model.sets, np.asarray(model.steps)[keep], name)
+
+
 def false_positive_rate(
-    model: NullModel, options: PairOptions, rng: np.random.Generator, replicates: int, name: Hashable = "null"
+    model: NullModel,
+    options: PairOptions,
+    rng: np.random.Generator,
+    replicates: int,
+    name: Hashable = "null",
+    keep: np.ndarray | None = None,
 ) -> int:
     """How many of ``replicates`` null runs of ``model`` hold at least one Holm-significant pair
-    under ``options``."""
+    under ``options``, analysed at the checkpoints ``keep`` (a mask; None: all)."""
     sims = simulate_runs(model, rng, replicates, options.score)
-    pairs = pair_table(scores_frame(sims, model.sets, model.steps, name), _options(options))
+    pairs = pair_table(_analysed(sims, model, keep, name), _options(options))
     return int(_significant(pairs).sum())
 
 
@@ -92,9 +104,11 @@ def power(
     replicates: int,
     sd: float,
     name: Hashable = "null",
+    keep: np.ndarray | None = None,
 ) -> int:
     """How many of ``replicates`` runs of ``model`` with a coupling of size ``sd`` planted on one
-    pair (pair ``k mod pairs`` in replicate ``k``) report that pair Holm-significant and positive."""
+    pair (pair ``k mod pairs`` in replicate ``k``) report that pair Holm-significant and positive,
+    analysed at the checkpoints ``keep``."""
     oods = sorted_mixed(list(model.sets[1:]))
     pairs = list(itertools.combinations(oods, 2))
     hits = 0
@@ -103,7 +117,7 @@ def power(
         if count == 0:
             continue
         sims = simulate_runs(model, rng, count, options.score, Coupling(a, b, sd))
-        table = pair_table(scores_frame(sims, model.sets, model.steps, name), _options(options))
+        table = pair_table(_analysed(sims, model, keep, name), _options(options))
         planted = table[(table["ood_a"] == a) & (table["ood_b"] == b)]
         hits += int((planted["sign"] == "positive").sum())
     return hits
@@ -120,7 +134,9 @@ def calibrate(
     scores: pd.DataFrame, items: pd.DataFrame, options: PairOptions, settings: CalibrationSettings
 ) -> pd.DataFrame:
     """The calibration table (:data:`CALIBRATION_COLUMNS`) of every run of ``scores``, whose
-    ``items`` the null is fitted to; ``options`` the pair analysis's (module notes)."""
+    ``items`` the null is fitted to (at every checkpoint); ``options`` the pair analysis's (module
+    notes). The null runs are analysed at the checkpoints ``scores`` holds, which leaves out those
+    the analysis leaves out (:func:`~shiftwork.trajectory.scores.analysis_scores`)."""
     if settings.replicates < 1:  # the schema says so too; a direct caller may not
         raise ValueError(f"calibrate: replicates must be at least 1, got {settings.replicates!r}")
     rows = []
@@ -138,10 +154,12 @@ def calibrate(
             "phi": model.phi,
             "lean_sd": float(np.std(model.lean)),
         }
+        keep = np.isin(model.steps, scores.loc[scores["run"] == run, "step"].unique())
         rng = rng_for("trajectory-calibration", settings.seed, run)
-        found = [("null", 0.0, false_positive_rate(model, options, rng, settings.replicates, model_name))]
+        found = [("null", 0.0, false_positive_rate(model, options, rng, settings.replicates, model_name, keep))]
         for sd in settings.planted_sd:
-            found.append(("planted", float(sd), power(model, options, rng, settings.replicates, sd, model_name)))
+            hits = power(model, options, rng, settings.replicates, sd, model_name, keep)
+            found.append(("planted", float(sd), hits))
         calibrated = found[0][2] / settings.replicates <= float(options.alpha)
         for kind, sd, hits in found:
             low, high = _interval(hits, settings.replicates)

@@ -31,7 +31,9 @@ residual variance left after the binomial variance the cells' sizes explain).
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
+import json
 import math
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -40,6 +42,7 @@ import numpy as np
 import pandas as pd
 from scipy.special import expit
 
+from shiftwork.tables import read_table
 from shiftwork.trajectory.scores import empirical_logit, lean_free_from_means
 
 __all__ = [
@@ -339,11 +342,6 @@ def model_from_record(record: Mapping) -> NullModel:
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m shiftwork.trajectory.null ITEMS RUN ID_SET OUT``: the null fitted to run RUN of
     an items table, written to OUT as JSON (a fixture of the tests, say)."""
-    import argparse
-    import json
-
-    from shiftwork.tables import read_table
-
     parser = argparse.ArgumentParser(description=main.__doc__)
     for name in ("items", "run", "id_set", "out"):
         parser.add_argument(name)

@@ -117,18 +117,46 @@ def label_scores(predictions: pd.DataFrame, keys: Sequence[str]) -> pd.DataFrame
     return out[[*keys, *SCORE_COLUMNS]]
 
 
-def analysis_scores(scores: pd.DataFrame, score: str) -> pd.DataFrame:
+def prediction_shares(predictions: pd.DataFrame, keys: Sequence[str]) -> pd.DataFrame:
+    """Per group of ``keys`` (a checkpoint, say): ``entailment_share``, the share of its
+    predictions (``pred``) that are the first label of :data:`LABELS`, pooled over its test sets."""
+    shares = (predictions["pred"] == LABELS[0]).astype(float).groupby([predictions[k] for k in keys]).mean()
+    return shares.rename("entailment_share").reset_index()
+
+
+def pinned_steps(scores: pd.DataFrame, pinned: float | None) -> dict:
+    """Per run, the steps whose predictions are at least ``pinned`` one label (``entailment_share``
+    of the scores table, the same on every row of a checkpoint); none when ``pinned`` is None."""
+    if pinned is None:
+        return {}
+    if "entailment_share" not in scores.columns:
+        raise ValueError("scores table lacks column 'entailment_share' (option pinned); rerun collect_scores")
+    rows = scores.drop_duplicates(["run", "step"])
+    share = rows["entailment_share"].to_numpy(dtype=float)
+    hit = rows[np.maximum(share, 1.0 - share) >= float(pinned)]
+    return {run: sorted(int(s) for s in part["step"]) for run, part in hit.groupby("run", sort=True)}
+
+
+def analysis_scores(scores: pd.DataFrame, score: str, pinned: float | None = None) -> pd.DataFrame:
     """``scores`` with its ``accuracy`` column replaced by the column ``score`` (one of
     :data:`SCORES`) and the raw accuracy kept as ``raw_accuracy``: the table the pair analysis,
-    the windows and the figures read. Raises :class:`ValueError` for an unknown ``score`` or a
-    table without its column (a scores table written before the column existed)."""
+    the windows and the figures read. With ``pinned`` (config ``trajectory.analysis.pinned``),
+    checkpoints whose predictions are at least that share one label are left out (the label lean
+    pins the answers there, so every set's score measures the lean, not the set); the steps left
+    out are ``attrs["pinned"]`` (run -> steps). Raises :class:`ValueError` for an unknown
+    ``score`` or a table without its column (a scores table written before the column existed)."""
     if score not in SCORES:
         raise ValueError(f"score must be one of {list(SCORES)}, got {score!r}")
     for column in {"accuracy", score}:
         if column not in scores.columns:
             raise ValueError(f"scores table lacks column '{column}' (score {score!r}); rerun collect_scores")
-    out = scores.copy()
-    out["raw_accuracy"] = scores["accuracy"]
-    out["accuracy"] = scores[score]
+    left_out = pinned_steps(scores, pinned)
+    keep = np.ones(len(scores), dtype=bool)
+    for run, steps in left_out.items():
+        keep &= ~((scores["run"] == run) & scores["step"].isin(steps)).to_numpy()
+    out = scores[keep].copy()
+    out["raw_accuracy"] = out["accuracy"]
+    out["accuracy"] = out[score]
     out.attrs["score"] = score
+    out.attrs["pinned"] = left_out
     return out

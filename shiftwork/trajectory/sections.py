@@ -35,7 +35,8 @@ class AnalysisSettings(Section, section=("trajectory", "analysis"), exclude=("wi
     """The pair analysis of rule analyse_trajectory: significance level ``alpha``, the spline
     control's ``spline_df``, the primary ``method``, the GAM's ``gam_df``, the ``score`` it reads
     (:data:`~shiftwork.trajectory.scores.SCORES`) and how it counts serially dependent checkpoints
-    (``dependence``, :data:`~shiftwork.trajectory.dependence.DEPENDENCE`); ``bootstrap`` is its
+    (``dependence``, :data:`~shiftwork.trajectory.dependence.DEPENDENCE`), the share of one label in
+    a checkpoint's predictions at which it is left out (``pinned``; None: none is); ``bootstrap`` is its
     subsection as given (:attr:`boot` reads it). ``windows`` is left to the rules, which add the
     early/late window table of rule plot_trajectory when it is on, and ``calibration`` to
     :class:`CalibrationSettings` (rule calibrate_trajectory)."""
@@ -46,6 +47,7 @@ class AnalysisSettings(Section, section=("trajectory", "analysis"), exclude=("wi
     gam_df: int
     score: str
     dependence: str
+    pinned: float | None
     bootstrap: Mapping[str, Any]
 
     @property

@@ -14,7 +14,7 @@ from shiftwork.provenance import make_provenance
 from shiftwork.reports.tables import to_markdown
 from shiftwork.tables import read_table, write_table, write_text
 from shiftwork.trajectory.jobs import EvalOptions
-from shiftwork.trajectory.scores import analysis_scores, label_scores
+from shiftwork.trajectory.scores import analysis_scores, label_scores, prediction_shares
 from shiftwork.trajectory.sections import AnalysisSettings, CalibrationSettings
 from shiftwork.trajectory.suite import suite_stats
 from shiftwork.trajectory.tasks import build_suite
@@ -100,6 +100,7 @@ def collect_scores(
 
     preds = pd.concat([read_table(p) for p in prediction_paths], ignore_index=True)
     scores = label_scores(preds, ["model", "run", "step", "set"]).rename(columns={"set": "testset"})
+    scores = scores.merge(prediction_shares(preds, ["run", "step"]), on=["run", "step"], how="left")
     scores["role"] = ["id" if t == id_set else "ood" for t in scores["testset"]]
     missing = sorted(set(scores["run"]) - set(runs))
     if missing:
@@ -123,7 +124,8 @@ def calibrate_trajectory(
     from shiftwork.trajectory.calibration import calibrate
 
     start = time.perf_counter()
-    table = calibrate(read_table(scores_path), read_table(items_path), PairOptions.of(analysis), calibration)
+    scores = analysis_scores(read_table(scores_path), analysis.score, analysis.pinned)
+    table = calibrate(scores, read_table(items_path), PairOptions.of(analysis), calibration)
     LOGGER.info("calibration (%d replicates a kind) in %.1f s", calibration.replicates, time.perf_counter() - start)
     LOGGER.info("%s", table.drop(columns=["model"]).to_string(index=False))
     settings = {**analysis.as_dict(), "calibration": calibration.as_dict()}
@@ -148,7 +150,7 @@ def analyse_trajectory(
     """
     from shiftwork.trajectory.analysis import PairOptions, label_bias, pair_table, summary
 
-    scores = analysis_scores(read_table(scores_path), analysis.score)
+    scores = analysis_scores(read_table(scores_path), analysis.score, analysis.pinned)
     items = read_table(items_path)
     bias = label_bias(items)
     start = time.perf_counter()
@@ -201,11 +203,22 @@ def _analysis_report(
     curves = scores.pivot_table(index=["run", "step"], columns="testset", values="accuracy").reset_index()
     shown = ["model", "run", "ood_a", "ood_b", "n", "r_raw", "r_primary", "p_primary_holm"]
     shown += ["boot_sign_share", "r_partial_bias", "sign", "reason"]
+    left_out = scores.attrs.get("pinned", {})
+    pinned = (
+        f"Checkpoints whose test predictions are at least {analysis.pinned:g} one label are left out of the "
+        "analysis (config `trajectory.analysis.pinned`; the lean pins the answers there): "
+        + ("; ".join(f"run {run}: steps {', '.join(map(str, steps))}" for run, steps in left_out.items()) or "none")
+        + "."
+        if analysis.pinned is not None
+        else "Every checkpoint is analysed (config `trajectory.analysis.pinned: null`)."
+    )
     text = [
         "# Trajectory study",
         "",
         f"The analysis reads each set's {SCORE_TITLES[analysis.score]} (config `trajectory.analysis.score: "
         f"{analysis.score}`).",
+        "",
+        pinned,
         "",
         f"## {SCORE_TITLES[analysis.score].capitalize()} per checkpoint",
         "",
@@ -321,7 +334,8 @@ def plot_trajectory(
     from shiftwork.trajectory.primary import raw_vs_primary
     from shiftwork.trajectory.windows import window_table
 
-    scores = analysis_scores(read_table(scores_path), str(analysis["score"]))
+    settings = AnalysisSettings.from_config(analysis)
+    scores = analysis_scores(read_table(scores_path), settings.score, settings.pinned)
     pairs = read_table(pairs_path)
     alpha, spline_df = float(analysis["alpha"]), int(analysis["spline_df"])
     method = str(analysis["method"])
