@@ -307,9 +307,10 @@ def test_balanced_heuristic_sets_are_hans_items_of_both_labels():
 
 
 def test_checkpoints_whose_answers_are_pinned_to_one_label_are_left_out():
-    # run r: step 0 answers 95% entailment, step 1 half and half, step 2 8% entailment (92% the
-    # other label); run q: never pinned
-    shares = {("r", 0): 0.95, ("r", 1): 0.5, ("r", 2): 0.08, ("q", 0): 0.6, ("q", 1): 0.4}
+    # run r: step 0 answers 95% entailment, steps 1-8 half and half, step 9 8% entailment (92%
+    # the other label); run q: never pinned; run p: pinned at 3 of its 10 steps, which would leave 7
+    shares = {("r", 0): 0.95, **{("r", k): 0.5 for k in range(1, 9)}, ("r", 9): 0.08, ("q", 0): 0.6, ("q", 1): 0.4}
+    shares |= {("p", k): 1.0 if k < 3 else 0.5 for k in range(10)}
     scores = pd.DataFrame(
         [
             {"run": run, "step": step, "testset": t, "accuracy": 0.5, "lean_free_accuracy": 0.6, "entailment_share": sh}
@@ -318,8 +319,13 @@ def test_checkpoints_whose_answers_are_pinned_to_one_label_are_left_out():
         ]
     )
     got = analysis_scores(scores, "lean_free_accuracy", 0.9)
-    assert got.attrs["pinned"] == {"r": [0, 2]}
-    assert sorted(set(zip(got["run"], got["step"]))) == [("q", 0), ("q", 1), ("r", 1)]
+    assert got.attrs["pinned"] == {"r": [0, 9]} and got.attrs["pinned_kept"] == {"p": [0, 1, 2]}
+    assert sorted(set(zip(got["run"], got["step"]))) == [
+        *(("p", k) for k in range(10)),
+        ("q", 0),
+        ("q", 1),
+        *(("r", k) for k in range(1, 9)),
+    ]
     assert (got["accuracy"] == 0.6).all()
     assert analysis_scores(scores, "lean_free_accuracy", 0.96).attrs["pinned"] == {}
     assert len(analysis_scores(scores, "lean_free_accuracy", None)) == len(scores)

@@ -37,6 +37,9 @@ SCORES: tuple[str, ...] = ("lean_free_accuracy", "balanced_accuracy", "accuracy"
 LABEL_COLUMNS: tuple[str, ...] = tuple(f"accuracy_{label}" for label in LABELS)
 """Per-label accuracy columns of :func:`label_scores`, one per label of :data:`LABELS`."""
 
+MIN_UNPINNED = 8
+"""Fewest checkpoints a run keeps when pinned ones are left out (the early/late windows need 4 each)."""
+
 SCORE_COLUMNS: tuple[str, ...] = ("accuracy", "n", *LABEL_COLUMNS, "balanced_accuracy", "lean_free_accuracy")
 """The score columns of :func:`label_scores`, after the keys."""
 
@@ -143,14 +146,19 @@ def analysis_scores(scores: pd.DataFrame, score: str, pinned: float | None = Non
     the windows and the figures read. With ``pinned`` (config ``trajectory.analysis.pinned``),
     checkpoints whose predictions are at least that share one label are left out (the label lean
     pins the answers there, so every set's score measures the lean, not the set); the steps left
-    out are ``attrs["pinned"]`` (run -> steps). Raises :class:`ValueError` for an unknown
+    out are ``attrs["pinned"]`` (run -> steps). A run that would keep fewer than
+    :data:`MIN_UNPINNED` checkpoints keeps them all (the pinned ones are ``attrs["pinned_kept"]``),
+    so that it is still analysed and says so. Raises :class:`ValueError` for an unknown
     ``score`` or a table without its column (a scores table written before the column existed)."""
     if score not in SCORES:
         raise ValueError(f"score must be one of {list(SCORES)}, got {score!r}")
     for column in {"accuracy", score}:
         if column not in scores.columns:
             raise ValueError(f"scores table lacks column '{column}' (score {score!r}); rerun collect_scores")
-    left_out = pinned_steps(scores, pinned)
+    left_out, kept = {}, {}
+    for run, steps in pinned_steps(scores, pinned).items():
+        total = scores.loc[scores["run"] == run, "step"].nunique()
+        (left_out if total - len(steps) >= MIN_UNPINNED else kept)[run] = steps
     keep = np.ones(len(scores), dtype=bool)
     for run, steps in left_out.items():
         keep &= ~((scores["run"] == run) & scores["step"].isin(steps)).to_numpy()
@@ -159,4 +167,5 @@ def analysis_scores(scores: pd.DataFrame, score: str, pinned: float | None = Non
     out["accuracy"] = out[score]
     out.attrs["score"] = score
     out.attrs["pinned"] = left_out
+    out.attrs["pinned_kept"] = kept
     return out

@@ -14,7 +14,7 @@ from shiftwork.provenance import make_provenance
 from shiftwork.reports.tables import to_markdown
 from shiftwork.tables import read_table, write_table, write_text
 from shiftwork.trajectory.jobs import EvalOptions
-from shiftwork.trajectory.scores import analysis_scores, label_scores, prediction_shares
+from shiftwork.trajectory.scores import MIN_UNPINNED, analysis_scores, label_scores, prediction_shares
 from shiftwork.trajectory.sections import AnalysisSettings, CalibrationSettings
 from shiftwork.trajectory.suite import suite_stats
 from shiftwork.trajectory.tasks import build_suite
@@ -209,6 +209,11 @@ def _analysis_report(
         "analysis (config `trajectory.analysis.pinned`; the lean pins the answers there): "
         + ("; ".join(f"run {run}: steps {', '.join(map(str, steps))}" for run, steps in left_out.items()) or "none")
         + "."
+        + "".join(
+            f" Run {run} keeps its pinned steps {', '.join(map(str, steps))}: without them fewer than "
+            f"{MIN_UNPINNED} checkpoints would be left."
+            for run, steps in scores.attrs.get("pinned_kept", {}).items()
+        )
         if analysis.pinned is not None
         else "Every checkpoint is analysed (config `trajectory.analysis.pinned: null`)."
     )
