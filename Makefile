@@ -26,7 +26,7 @@ ifeq ($(LOCK),)
 $(error GPU must be cpu or cuda, not '$(GPU)')
 endif
 
-.PHONY: FORCE run trajectory organisms crossstudy organisms-smollm2 smoke rehearse rehearse-reduced report test test-all lint format docs docs-config publish option-effects setup clean-results bench-load bench
+.PHONY: FORCE run trajectory trajectory-replication organisms crossstudy organisms-smollm2 smoke rehearse rehearse-reduced report test test-all lint format docs docs-config publish option-effects setup clean-results bench-load bench
 
 setup: $(STAMP)
 
@@ -49,6 +49,11 @@ run: $(STAMP)
 
 trajectory: $(STAMP)
 	$(BIN)/snakemake --cores $(CORES) trajectory
+
+# the trajectory study over three seeds of each packaged base model, and the paper's claims tested
+# across those runs (docs/trajectory.md, "Replication")
+trajectory-replication: $(STAMP)
+	$(BIN)/snakemake --cores $(CORES) trajectory --configfile config/config.yaml config/trajectory-replication.yaml
 
 organisms: $(STAMP)
 	$(BIN)/snakemake --cores $(CORES) organisms
@@ -109,6 +114,7 @@ lint: $(STAMP)
 	$(BIN)/snakemake -n --quiet
 	$(BIN)/snakemake -n --quiet --configfile config/paper.yaml
 	$(BIN)/snakemake organisms -n --quiet --configfile config/organisms-smollm2.yaml
+	$(BIN)/snakemake trajectory -n --quiet --configfile config/config.yaml config/trajectory-replication.yaml
 	$(BIN)/snakemake -n --quiet --configfile config/smoke.yaml
 	$(BIN)/python -m shiftwork.docs.lint
 

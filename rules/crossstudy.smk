@@ -131,6 +131,26 @@ rule crossstudy_analyse:
         "../scripts/crossstudy_analyse.py"
 
 
+# the stability pairs' analysis on null runs whose OOD sets share nothing with the axes
+rule crossstudy_calibrate:
+    input:
+        per_prompt=res("crossstudy/per_prompt.parquet"),
+        scores=res("trajectory/scores.parquet"),
+        item_table=res("trajectory/items.parquet"),
+    output:
+        calibration=res("crossstudy/calibration.parquet"),
+    log:
+        logs("crossstudy_calibrate.log"),
+    benchmark:
+        bench("crossstudy_calibrate.tsv")
+    conda:
+        "../envs/shiftwork.yaml"
+    params:
+        analysis=TRAJECTORY["analysis"],
+    script:
+        "../scripts/crossstudy_calibrate.py"
+
+
 rule crossstudy_report:
     input:
         sgs=res("crossstudy/sgs.parquet"),
@@ -140,6 +160,11 @@ rule crossstudy_report:
         organisms_timing=res("crossstudy/organisms_timing.parquet"),
         trajectory_scores=(
             [res("trajectory/scores.parquet")]
+            if "trajectory" in CROSS_RUNS.values()
+            else []
+        ),
+        calibration=(
+            [res("crossstudy/calibration.parquet")]
             if "trajectory" in CROSS_RUNS.values()
             else []
         ),

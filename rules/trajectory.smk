@@ -130,6 +130,30 @@ rule analyse_trajectory:
         "../scripts/analyse_trajectory.py"
 
 
+# the paper's claims tested across runs (seeds as replicates, models against each other), with the
+# tests' own calibration on null runs fitted to every run
+rule replicate_trajectory:
+    input:
+        scores=res("trajectory/scores.parquet"),
+        item_table=res("trajectory/items.parquet"),
+        pairs=res("trajectory/pairs.parquet"),
+    output:
+        claims=res("trajectory/replication.parquet"),
+        calibration=res("trajectory/replication_calibration.parquet"),
+        report=res("trajectory/replication.md"),
+    log:
+        logs("replicate_trajectory.log"),
+    benchmark:
+        bench("replicate_trajectory.tsv")
+    conda:
+        "../envs/shiftwork.yaml"
+    params:
+        analysis=ANALYSIS_SETTINGS,
+        calibration=CALIBRATION_SETTINGS,
+    script:
+        "../scripts/replicate_trajectory.py"
+
+
 rule plot_trajectory:
     input:
         scores=res("trajectory/scores.parquet"),
@@ -158,3 +182,4 @@ rule trajectory:
         res("trajectory/summary.parquet"),
         res("trajectory/label_bias.parquet"),
         res("trajectory/figures.md"),
+        res("trajectory/replication.md"),

@@ -8,4 +8,5 @@ with log_to(snakemake.log[0]):
         snakemake.params.settings,
         snakemake.params.figures,
         snakemake.output.findings,
+        snakemake.input.calibration[0] if snakemake.input.calibration else None,
     )

@@ -204,7 +204,7 @@ def test_an_absent_study_section_reads_as_nothing_to_run():
             "gam_df": 10,
             "score": "lean_free_accuracy",
             "dependence": "effective_n",
-            "pinned": 0.9,
+            "pinned": 0.8,
             "calibration": {"replicates": 200, "seed": 0, "planted_sd": [0.25, 0.5, 1.0]},
             "bootstrap": {"resamples": 1000, "seed": 0, "together": [["typos", "casing"]]},
         },

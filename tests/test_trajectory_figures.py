@@ -344,7 +344,8 @@ def test_figures_and_tables_are_written(tmp_path):
         assert png.startswith(PNG_MAGIC) and len(png) > 5000
         assert (figs / f"{stem}.svg").read_text().rstrip().endswith("</svg>")
     windows = read_table(tmp_path / "windows.parquet")
-    pd.testing.assert_frame_equal(windows, window_table(scores, alpha=0.05, df=3))
+    # the windows count checkpoints as the analysis does: dependence is left to the schema default, effective_n
+    pd.testing.assert_frame_equal(windows, window_table(scores, alpha=0.05, df=3, dependence="effective_n"))
     finger = read_table(tmp_path / "fingerprint.parquet")
     assert finger.groupby("model")["n_runs"].max().to_dict() == {"m1": 2, "m2": 1}
     assert len(read_table(tmp_path / "raw_vs_partial.parquet")) == 9

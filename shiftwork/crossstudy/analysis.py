@@ -36,7 +36,7 @@ PAIR_KEEP = ["model", "run", "axis", "ood"] + [c for c in PAIR_COLUMNS if c not 
 (axis, OOD set)."""
 
 
-def _axis_columns(per_prompt: pd.DataFrame, run: str, axes: Sequence[str]) -> tuple[pd.DataFrame, pd.DataFrame]:
+def axis_columns(per_prompt: pd.DataFrame, run: str, axes: Sequence[str]) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(scores rows, item rows) of each axis of ``run`` scaled by its largest per-prompt value;
     an axis that is zero (or missing) everywhere is left out."""
     rows = per_prompt[per_prompt["run"] == run]
@@ -105,7 +105,7 @@ def stability_pairs(
         if acc.empty:
             raise ValueError(f"run {run}: the trajectory scores table has none of its checkpoints {steps}")
         model = acc["model"].iloc[0]
-        axis_scores, axis_items = _axis_columns(per_prompt, run, axes)
+        axis_scores, axis_items = axis_columns(per_prompt, run, axes)
         if axis_scores.empty:
             continue
         run_items = items[(items["run"] == run) & items["step"].isin(steps)]

@@ -153,7 +153,25 @@ def _q1(changes: pd.DataFrame, sgs: pd.DataFrame, alpha: float) -> list[str]:
     return lines
 
 
-def _q2(pairs: pd.DataFrame, alpha: float) -> list[str]:
+def _calibration_line(calibration: pd.DataFrame | None, run: str, n_sig: int) -> str:
+    """Whether run ``run``'s significant pairs are findings: its null rate at most alpha."""
+    rows = calibration[calibration["run"] == run] if calibration is not None else pd.DataFrame()
+    if rows.empty:
+        return "No calibration on null runs for this run: its significant pairs are not called findings."
+    row = rows.iloc[0]
+    rate = (
+        f"family-wise false-positive rate {row['rate']:.3f} [{row['ci_low']:.3f}, {row['ci_high']:.3f}] on "
+        f"{int(row['replicates'])} null runs whose OOD sets share nothing with the axes (`calibration.parquet`)"
+    )
+    if bool(row["calibrated"]):
+        return f"Calibrated ({rate}, at most alpha {row['alpha']:g}): its {n_sig} significant pair(s) are findings."
+    return (
+        f"NOT calibrated ({rate}, above alpha {row['alpha']:g}): its {n_sig} significant pair(s) are not findings; "
+        "the design can produce them without any coupling."
+    )
+
+
+def _q2(pairs: pd.DataFrame, alpha: float, calibration: pd.DataFrame | None = None) -> list[str]:
     lines = ["## 2. Does stability track OOD accuracy beyond ID accuracy?", ""]
     if pairs.empty:
         return lines + ["No trajectory run was scored.", ""]
@@ -170,6 +188,8 @@ def _q2(pairs: pd.DataFrame, alpha: float) -> list[str]:
             f"bias as well (its share of `entailment` predictions; linear, Holm): {len(kept)} of these "
             f"{len(sig)} stay significant"
             + (f" ({', '.join(f'{r.axis} x {r.ood}' for r in kept.itertuples())})." if len(kept) else "."),
+            "",
+            _calibration_line(calibration, run, len(sig)),
             "",
         ]
         shown = part.assign(
@@ -252,6 +272,7 @@ def findings(
     steps: pd.DataFrame,
     timing: pd.DataFrame,
     settings: Mapping[str, float],
+    calibration: pd.DataFrame | None = None,
 ) -> str:
     """The findings section: the three questions answered with this run's numbers."""
     alpha, collapse = float(settings["alpha"]), float(settings["collapse"])
@@ -263,7 +284,7 @@ def findings(
         "normalised per-prompt RMS instability, averaged over prompts; higher is less stable.",
         "",
     ]
-    lines += _q1(changes, sgs, alpha) + _q2(pairs, alpha) + _q3(steps, timing, alpha, collapse)
+    lines += _q1(changes, sgs, alpha) + _q2(pairs, alpha, calibration) + _q3(steps, timing, alpha, collapse)
     lines += [
         "## Caveats",
         "",

@@ -316,12 +316,29 @@ def crossstudy_analyse(
     )
 
 
+def crossstudy_calibrate(
+    per_prompt_path: str, scores_path: str, items_path: str, analysis: Mapping[str, Any], out: str
+) -> None:
+    """The stability pairs' calibration (:func:`shiftwork.crossstudy.calibration.calibrate_stability_pairs`)
+    for every trajectory run the cross-study scored; ``analysis`` is config ``trajectory.analysis``."""
+    from shiftwork.crossstudy.calibration import calibrate_stability_pairs
+
+    per_prompt = read_table(per_prompt_path)
+    traj = per_prompt[per_prompt["study"] == "trajectory"]
+    axes = {run: an.axis_columns(traj, run, an.AXES)[0] for run in sorted(traj["run"].unique())}
+    axes = {run: table for run, table in axes.items() if not table.empty}
+    table = calibrate_stability_pairs(axes, read_table(scores_path), read_table(items_path), analysis)
+    LOGGER.info("%s", table.to_string(index=False))
+    write_table(table, out, make_provenance("crossstudy_calibrate", dict(analysis)))
+
+
 def crossstudy_report(
     inputs: Mapping[str, str],
     trajectory_scores: str | None,
     settings: Mapping[str, float],
     figures: Mapping[str, tuple[str, str]],
     out_findings: str,
+    calibration: str | None = None,
 ) -> None:
     """The figures (``figures[run]`` = (png, svg) for every scored run) and the findings page.
     ``inputs``: sgs, changes, pairs, organisms_steps, organisms_timing."""
@@ -336,4 +353,5 @@ def crossstudy_report(
             rep.trajectory_figure(sgs, changes, scores, run, png, svg)
         else:
             rep.organism_figure(steps, changes, run, png, svg)
-    write_text(rep.findings(sgs, changes, pairs, steps, timing, settings), out_findings)
+    cal = read_table(calibration) if calibration else None
+    write_text(rep.findings(sgs, changes, pairs, steps, timing, settings, cal), out_findings)

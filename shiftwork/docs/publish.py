@@ -39,7 +39,7 @@ REPORTS = {
         "judge/report.md",
         "judge/sample.md",
     ),
-    "trajectory": ("report.md", "figures.md"),
+    "trajectory": ("report.md", "replication.md", "figures.md"),
     "organisms": ("report.md",),
     "crossstudy": ("findings.md",),
 }

@@ -133,6 +133,51 @@ def calibrate_trajectory(
     write_table(table, out, prov)
 
 
+def replicate_trajectory(
+    scores_path: str,
+    items_path: str,
+    pairs_path: str,
+    analysis: AnalysisSettings,
+    calibration: CalibrationSettings,
+    outputs: Mapping[str, str],
+) -> None:
+    """The paper's claims tested across runs and their calibration
+    (:mod:`shiftwork.trajectory.replication`): ``outputs`` maps ``claims``, ``calibration`` and
+    ``report`` to their paths. The null replicates are drawn only where a claim has the runs it
+    needs (at least two)."""
+    from shiftwork.trajectory.analysis import PairOptions
+    from shiftwork.trajectory.replication import (
+        CLAIM_CALIBRATION_COLUMNS,
+        calibrate_claims,
+        claim_table,
+        replication_report,
+        windows_possible,
+    )
+    from shiftwork.trajectory.windows import window_table
+
+    scores = analysis_scores(read_table(scores_path), analysis.score, analysis.pinned)
+    options = PairOptions.of(analysis)
+    windows = None
+    if windows_possible(scores):
+        windows = window_table(scores, **{**options.__dict__, "resamples": 0})
+    claims = claim_table(read_table(pairs_path), windows, analysis.alpha)
+    start = time.perf_counter()
+    if scores["run"].nunique() >= 2:
+        table = calibrate_claims(
+            scores, read_table(items_path), options, calibration.replicates, calibration.seed, calibration.planted_sd
+        )
+    else:
+        table = pd.DataFrame(columns=list(CLAIM_CALIBRATION_COLUMNS))
+    LOGGER.info(
+        "replication calibration (%d replicates) in %.1f s", calibration.replicates, time.perf_counter() - start
+    )
+    settings = {**analysis.as_dict(), "calibration": calibration.as_dict()}
+    prov = make_provenance("replicate_trajectory", settings, seed=calibration.seed)
+    write_table(claims, outputs["claims"], prov)
+    write_table(table, outputs["calibration"], prov)
+    write_text(replication_report(claims, table, scores), outputs["report"])
+
+
 def analyse_trajectory(
     scores_path: str,
     items_path: str,
@@ -354,7 +399,14 @@ def plot_trajectory(
     figures.raw_vs_primary_plot(raw, figs / "raw_vs_partial.png", figs / "raw_vs_partial.svg", method)
     windows = None
     if out_windows is not None:
-        windows = window_table(scores, alpha=alpha, df=spline_df, method=method, gam_df=int(analysis["gam_df"]))
+        windows = window_table(
+            scores,
+            alpha=alpha,
+            df=spline_df,
+            method=method,
+            gam_df=int(analysis["gam_df"]),
+            dependence=settings.dependence,
+        )
         write_table(windows, out_windows, prov)
         figures.window_plot(windows, figs / "windows.png", figs / "windows.svg")
     finger = fingerprint(pairs)
