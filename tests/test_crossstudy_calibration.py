@@ -6,10 +6,10 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 from scipy.special import expit
+from test_trajectory_calibration import LEAN, NEW_DESIGN, OLD_DESIGN, STEPS, _items_of, null_model
 
 from shiftwork.crossstudy.calibration import STABILITY_CALIBRATION_COLUMNS, calibrate_stability_pairs
 from shiftwork.trajectory.scores import label_scores
-from test_trajectory_calibration import LEAN, NEW_DESIGN, OLD_DESIGN, STEPS, _items_of, null_model
 
 SCORED = STEPS[::2]  # the cross-study scores every other checkpoint: 13
 
