@@ -441,11 +441,17 @@ def replication_report(claims: pd.DataFrame, calibration: pd.DataFrame, scores: 
         ),
     )
     for claim, title, note in sections:
-        text += [f"## {title}", "", note, "", to_markdown(claims.loc[claims["claim"] == claim, shown])]
+        text += [
+            f"## {title}",
+            "",
+            note,
+            "",
+            to_markdown(claims.loc[claims["claim"] == claim, shown].reset_index(drop=True)),
+        ]
         rows = calibration[calibration["claim"] == claim]
         if not rows.empty:
             text += ["Calibration on null runs fitted to these runs (no coupling of any two sets):", ""]
-            text += [to_markdown(rows.drop(columns=["claim"]))]
+            text += [to_markdown(rows.drop(columns=["claim"]).reset_index(drop=True))]
     text += ["## What these runs show", ""]
     reference = _null_rate(calibration, "raw_vs_partial", "null_mean")
     overall = claims[(claims["claim"] == "raw_vs_partial") & (claims["scope"] == ALL)]
@@ -456,9 +462,9 @@ def replication_report(claims: pd.DataFrame, calibration: pd.DataFrame, scores: 
             if reference is not None
             else ""
         )
-        text.append(
-            f"- (a): the ID control removes a share {share:.2f} of the raw coupling{against}; paired t p = {overall['p'].iloc[0]:.3g}."
-        )
+        p, reason = overall["p"].iloc[0], overall["reason"].iloc[0]
+        test = f"paired t p = {p:.3g}" if np.isfinite(p) else f"not tested ({reason})"
+        text.append(f"- (a): the ID control removes a share {share:.2f} of the raw coupling{against}; {test}.")
     text.append(_verdict(claims, calibration, "between_models", "(b) pairs that differ between models"))
     text.append(
         _verdict(claims[claims["scope"] == ALL], calibration, "early_vs_late", "(c) early against late, over all runs")
