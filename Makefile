@@ -26,7 +26,7 @@ ifeq ($(LOCK),)
 $(error GPU must be cpu or cuda, not '$(GPU)')
 endif
 
-.PHONY: FORCE run trajectory trajectory-replication organisms crossstudy organisms-smollm2 smoke rehearse rehearse-reduced report test test-all lint format docs docs-config publish option-effects setup clean-results bench-load bench
+.PHONY: FORCE run trajectory trajectory-replication publish-replication organisms crossstudy organisms-smollm2 smoke rehearse rehearse-reduced report test test-all lint format docs docs-config publish option-effects setup clean-results bench-load bench
 
 setup: $(STAMP)
 
@@ -124,6 +124,12 @@ lint: $(STAMP)
 PUBLISH_STUDIES ?= stability trajectory organisms crossstudy
 publish: $(STAMP)
 	$(BIN)/python -m shiftwork.docs.publish --cores $(CORES) --studies $(PUBLISH_STUDIES)
+
+# the replication of the trajectory study (make trajectory-replication, what it still needs), then
+# docs/results/trajectory-replication/trajectory.md from its reports and figures
+publish-replication: $(STAMP)
+	$(BIN)/python -m shiftwork.docs.publish --cores $(CORES) --studies trajectory --name trajectory-replication \
+		--configfile config/config.yaml config/trajectory-replication.yaml --out docs/results/trajectory-replication
 
 # whether each definition option where the default differs from the method's reference code (and
 # at_multiple, the earlier default of length mirroring) changes a conclusion of the default run:

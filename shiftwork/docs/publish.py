@@ -162,9 +162,14 @@ def _git(workdir: Path, *args: str) -> str:
     return subprocess.run(["git", "-C", str(workdir), *args], capture_output=True, text=True).stdout.strip()
 
 
-def make_record(workdir: Path, configfile: Path, name: str, cores: int) -> dict[str, Any]:
-    """What the pages' head says of a run: read from the checkout, the config, the benchmark
-    files and this CPU."""
+def _configs(configfile: Path | Sequence[Path]) -> list[Path]:
+    """One config file or several, each given on top of the one before it."""
+    return [configfile] if isinstance(configfile, (str, Path)) else list(configfile)
+
+
+def make_record(workdir: Path, configfile: Path | Sequence[Path], name: str, cores: int) -> dict[str, Any]:
+    """What the pages' head says of a run: read from the checkout, the config (one file or several
+    on top of each other), the benchmark files and this CPU."""
     from shiftwork.precision import cpu_capability
 
     commit = _git(workdir, "rev-parse", "--short=12", "HEAD") or "unknown"
@@ -172,10 +177,11 @@ def make_record(workdir: Path, configfile: Path, name: str, cores: int) -> dict[
         commit += " (with uncommitted changes)"
     job_s, jobs = job_time(workdir / "benchmarks" / name)
     elapsed, runs = run_time(workdir, name)
+    config_bytes = b"".join((workdir / path).read_bytes() for path in _configs(configfile))
     return {
         "commit": commit,
-        "config": str(configfile),
-        "config_sha256": hashlib.sha256((workdir / configfile).read_bytes()).hexdigest()[:16],
+        "config": " + ".join(str(path) for path in _configs(configfile)),
+        "config_sha256": hashlib.sha256(config_bytes).hexdigest()[:16],
         "name": name,
         "date": datetime.now(UTC).strftime("%Y-%m-%d"),
         "elapsed_s": round(elapsed, 1),
@@ -188,9 +194,10 @@ def make_record(workdir: Path, configfile: Path, name: str, cores: int) -> dict[
 
 
 def snakemake(
-    workdir: Path, configfile: Path, cores: int, *extra: str, studies: Sequence[str] = STUDIES
+    workdir: Path, configfile: Path | Sequence[Path], cores: int, *extra: str, studies: Sequence[str] = STUDIES
 ) -> subprocess.CompletedProcess:
-    cmd = [sys.executable, "-m", "snakemake", "--cores", str(cores), "--configfile", str(configfile)]
+    cmd = [sys.executable, "-m", "snakemake", "--cores", str(cores), "--configfile"]
+    cmd += [str(path) for path in _configs(configfile)]
     cmd += ["--config", "studies=[" + ",".join(studies) + "]", *extra]
     return subprocess.run(cmd, cwd=workdir, capture_output=True, text=True)
 
@@ -205,7 +212,12 @@ def read_records(path: Path) -> dict[str, dict[str, Any]]:
 
 
 def publish(
-    workdir: Path, configfile: Path, name: str, out: Path, cores: int, studies: Sequence[str] = STUDIES
+    workdir: Path,
+    configfile: Path | Sequence[Path],
+    name: str,
+    out: Path,
+    cores: int,
+    studies: Sequence[str] = STUDIES,
 ) -> list[Path]:
     """Run what ``studies`` still need, then write their pages."""
     unknown = sorted(set(studies) - set(STUDIES))
@@ -234,7 +246,13 @@ def publish(
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m shiftwork.docs.publish", description=__doc__)
     parser.add_argument("--workdir", type=Path, default=Path("."), help="the checkout that runs (default: here)")
-    parser.add_argument("--configfile", type=Path, default=Path("config/config.yaml"))
+    parser.add_argument(
+        "--configfile",
+        type=Path,
+        nargs="+",
+        default=[Path("config/config.yaml")],
+        help="config files, each on top of the one before (as snakemake's --configfile)",
+    )
     parser.add_argument("--name", default="default", help="the config's name (its results/NAME folder)")
     parser.add_argument("--out", type=Path, default=Path("docs/results"))
     parser.add_argument("--cores", type=int, default=2)
