@@ -17,6 +17,7 @@ most alpha. There is no planted coupling: the null model has no stability axis t
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -26,7 +27,7 @@ from statsmodels.stats.multitest import multipletests
 
 from shiftwork.seeding import rng_for
 from shiftwork.trajectory.analysis import PairOptions, pair_table
-from shiftwork.trajectory.calibration import _id_set, _interval
+from shiftwork.trajectory.calibration import exact_interval, run_id_set
 from shiftwork.trajectory.null import fit_null, scores_frame, simulate_runs
 from shiftwork.trajectory.scores import analysis_scores
 from shiftwork.trajectory.sections import AnalysisSettings, CalibrationSettings
@@ -81,21 +82,13 @@ def calibrate_stability_pairs(
     config ``trajectory.analysis`` (its ``calibration`` gives replicates and seed)."""
     settings = AnalysisSettings.from_config(analysis)
     calibration = CalibrationSettings.from_config(analysis["calibration"])
-    options = PairOptions(
-        alpha=settings.alpha,
-        df=settings.spline_df,
-        method=settings.method,
-        gam_df=settings.gam_df,
-        score=settings.score,
-        dependence=settings.dependence,
-        resamples=0,
-    )
+    options = dataclasses.replace(PairOptions.of(settings), resamples=0)
     table = analysis_scores(scores, settings.score)
     rows = []
     for run, axes in sorted(axis_scores.items()):
         steps = sorted(axes["step"].unique())
         model_name = table.loc[table["run"] == run, "model"].iloc[0]
-        null = fit_null(items, run, _id_set(table, run))
+        null = fit_null(items, run, run_id_set(table, run))
         keep = np.isin(null.steps, steps)
         rng = rng_for("crossstudy-calibration", calibration.seed, run)
         sims = simulate_runs(null, rng, calibration.replicates, settings.score)
@@ -105,7 +98,7 @@ def calibrate_stability_pairs(
         axes_rows = pd.concat([axes[columns].assign(model=model_name, run=name) for name in names], ignore_index=True)
         pairs = pair_table(pd.concat([frame, axes_rows], ignore_index=True), options)
         hits = _holm_hits(pairs, list(axes["testset"].unique()), settings.alpha)
-        low, high = _interval(hits, calibration.replicates)
+        low, high = exact_interval(hits, calibration.replicates)
         rate = hits / calibration.replicates
         rows.append(
             {

@@ -33,7 +33,7 @@ from shiftwork.trajectory.analysis import PairOptions, pair_table, sorted_mixed
 from shiftwork.trajectory.null import Coupling, NullModel, fit_null, scores_frame, simulate_runs
 from shiftwork.trajectory.sections import CalibrationSettings
 
-__all__ = ["CALIBRATION_COLUMNS", "calibrate", "false_positive_rate", "power"]
+__all__ = ["CALIBRATION_COLUMNS", "calibrate", "exact_interval", "false_positive_rate", "power", "run_id_set"]
 
 CALIBRATION_COLUMNS: tuple[str, ...] = (
     "model",
@@ -66,7 +66,8 @@ def _significant(pairs: pd.DataFrame) -> pd.Series:
     return pairs.groupby("run", sort=False)["sign"].apply(lambda s: bool((s != "null").any()))
 
 
-def _interval(hits: int, n: int) -> tuple[float, float]:
+def exact_interval(hits: int, n: int) -> tuple[float, float]:
+    """The exact (Clopper-Pearson) 95% interval of a rate of ``hits`` in ``n``."""
     ci = sps.binomtest(hits, n).proportion_ci(confidence_level=0.95, method="exact")
     return float(ci.low), float(ci.high)
 
@@ -123,7 +124,8 @@ def power(
     return hits
 
 
-def _id_set(scores: pd.DataFrame, run: Hashable) -> str:
+def run_id_set(scores: pd.DataFrame, run: Hashable) -> str:
+    """The one ID set of ``run`` in ``scores``; raises ValueError naming the run otherwise."""
     ids = scores.loc[(scores["run"] == run) & (scores["role"] == "id"), "testset"].unique()
     if len(ids) != 1:
         raise ValueError(f"calibrate: run {run!r} has {len(ids)} ID sets; it needs exactly one")
@@ -142,7 +144,7 @@ def calibrate(
     rows = []
     runs = scores[["model", "run"]].drop_duplicates().sort_values(["model", "run"], key=lambda c: c.astype(str))
     for model_name, run in runs.itertuples(index=False):
-        model = fit_null(items, run, _id_set(scores, run))
+        model = fit_null(items, run, run_id_set(scores, run))
         base = {
             "model": model_name,
             "run": run,
@@ -162,7 +164,7 @@ def calibrate(
             found.append(("planted", float(sd), hits))
         calibrated = found[0][2] / settings.replicates <= float(options.alpha)
         for kind, sd, hits in found:
-            low, high = _interval(hits, settings.replicates)
+            low, high = exact_interval(hits, settings.replicates)
             rate = hits / settings.replicates
             rows.append(
                 {**base, "kind": kind, "planted_sd": sd, "hits": hits, "rate": rate, "ci_low": low, "ci_high": high}

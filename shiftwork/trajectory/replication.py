@@ -57,7 +57,7 @@ from statsmodels.stats.multitest import multipletests
 from shiftwork.reports.tables import to_markdown
 from shiftwork.seeding import rng_for
 from shiftwork.trajectory.analysis import MIN_CHECKPOINTS, PairOptions, pair_table, sorted_mixed
-from shiftwork.trajectory.calibration import _id_set, _interval
+from shiftwork.trajectory.calibration import exact_interval, run_id_set
 from shiftwork.trajectory.null import Coupling, fit_null, scores_frame, simulate_runs
 from shiftwork.trajectory.primary import pair_label, primary_columns
 from shiftwork.trajectory.windows import split_steps, window_table
@@ -267,7 +267,7 @@ def _null_scores(
     frames = []
     runs = scores[["model", "run"]].drop_duplicates()
     for model_name, run in runs.itertuples(index=False):
-        null = fit_null(items, run, _id_set(scores, run))
+        null = fit_null(items, run, run_id_set(scores, run))
         keep = np.isin(null.steps, scores.loc[scores["run"] == run, "step"].unique())
         coupling = planted[1] if planted is not None and planted[0] == model_name else None
         sims = simulate_runs(null, rng, replicates, options.score, coupling)
@@ -362,7 +362,7 @@ def _planted_hits(
 
 
 def _cal_row(claim: str, kind: str, sd: float, replicates: int, hits: int | None, rate: float, alpha: float) -> dict:
-    low, high = _interval(hits, replicates) if hits is not None else (np.nan, np.nan)
+    low, high = exact_interval(hits, replicates) if hits is not None else (np.nan, np.nan)
     return {
         "claim": claim,
         "kind": kind,
