@@ -140,4 +140,5 @@ def trajectory_targets():
         res("trajectory/report.md"),
         res("trajectory/summary.parquet"),
         res("trajectory/figures.md"),
+        res("trajectory/replication.md"),
     ]
