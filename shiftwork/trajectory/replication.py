@@ -46,6 +46,7 @@ the first model's runs only, replicate ``k`` on pair ``k mod pairs``, it reports
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from collections.abc import Hashable, Sequence
 
@@ -58,7 +59,7 @@ from shiftwork.reports.tables import to_markdown
 from shiftwork.seeding import rng_for
 from shiftwork.trajectory.analysis import MIN_CHECKPOINTS, PairOptions, pair_table, sorted_mixed
 from shiftwork.trajectory.calibration import exact_interval, run_id_set
-from shiftwork.trajectory.null import Coupling, fit_null, scores_frame, simulate_runs
+from shiftwork.trajectory.null import Coupling, NullModel, fit_null, scores_frame, simulate_runs
 from shiftwork.trajectory.primary import pair_label, primary_columns
 from shiftwork.trajectory.windows import split_steps, window_table
 
@@ -253,38 +254,45 @@ def windows_possible(scores: pd.DataFrame) -> bool:
     return True
 
 
+def _fitted_nulls(scores: pd.DataFrame, items: pd.DataFrame) -> list[tuple[Hashable, Hashable, NullModel, np.ndarray]]:
+    """Per run of ``scores``: its model, the run, the null fitted to its ``items`` and the mask of
+    the null's checkpoints that ``scores`` holds (those analysed)."""
+    fitted = []
+    for model_name, run in scores[["model", "run"]].drop_duplicates().itertuples(index=False):
+        null = fit_null(items, run, run_id_set(scores, run))
+        keep = np.isin(null.steps, scores.loc[scores["run"] == run, "step"].unique())
+        fitted.append((model_name, run, null, keep))
+    return fitted
+
+
 def _null_scores(
-    scores: pd.DataFrame,
-    items: pd.DataFrame,
+    nulls: Sequence[tuple[Hashable, Hashable, NullModel, np.ndarray]],
     options: PairOptions,
     rng: np.random.Generator,
     replicates: int,
     planted: tuple[Hashable, Coupling] | None = None,
 ) -> pd.DataFrame:
-    """One scores table holding ``replicates`` null runs of every run of ``scores`` (run
-    ``"<run>/<k>"``, replicate column ``replicate``), at the checkpoints ``scores`` holds; with
-    ``planted`` = (model, coupling), the coupling is planted in that model's runs."""
+    """One scores table holding ``replicates`` null runs of every fitted run of ``nulls``
+    (:func:`_fitted_nulls`; run ``"<run>/<k>"``) at its analysed checkpoints; with ``planted`` =
+    (model, coupling), the coupling is planted in that model's runs."""
     frames = []
-    runs = scores[["model", "run"]].drop_duplicates()
-    for model_name, run in runs.itertuples(index=False):
-        null = fit_null(items, run, run_id_set(scores, run))
-        keep = np.isin(null.steps, scores.loc[scores["run"] == run, "step"].unique())
+    for model_name, run, null, keep in nulls:
         coupling = planted[1] if planted is not None and planted[0] == model_name else None
         sims = simulate_runs(null, rng, replicates, options.score, coupling)
         frame = scores_frame(sims[:, keep], null.sets, np.asarray(null.steps)[keep], model_name)
-        replicate = frame["run"].str.slice(5).astype(int)
-        frames.append(frame.assign(run=[f"{run}/{k}" for k in replicate], replicate=replicate.to_numpy()))
+        frames.append(frame.assign(run=[f"{run}/{int(k[5:])}" for k in frame["run"]]))
     return pd.concat(frames, ignore_index=True)
 
 
 def _analysed(frame: pd.DataFrame, options: PairOptions, windows: bool) -> tuple[pd.DataFrame, pd.DataFrame | None]:
-    quiet = PairOptions(**{**options.__dict__, "resamples": 0})
-    pairs = pair_table(frame.drop(columns="replicate"), quiet)
-    table = window_table(frame.drop(columns="replicate"), **quiet.__dict__) if windows else None
+    quiet = dataclasses.replace(options, resamples=0)
+    pairs = pair_table(frame, quiet)
+    table = window_table(frame, **dataclasses.asdict(quiet)) if windows else None
     return pairs, table
 
 
-def _by_replicate(frame: pd.DataFrame, table: pd.DataFrame | None) -> dict[int, pd.DataFrame]:
+def _by_replicate(table: pd.DataFrame | None) -> dict[int, pd.DataFrame]:
+    """``table``'s rows per replicate ``k`` (its runs named ``"<run>/<k>"``); none for no table."""
     if table is None:
         return {}
     replicate = table["run"].str.rsplit("/", n=1).str[1].astype(int)
@@ -305,10 +313,10 @@ def calibrate_claims(
     alpha = float(options.alpha)
     rng = rng_for("trajectory-replication", seed)
     windows = windows_possible(scores)
-    frame = _null_scores(scores, items, options, rng, replicates)
-    pairs, table = _analysed(frame, options, windows)
-    pair_reps = _by_replicate(frame, pairs)
-    window_reps = _by_replicate(frame, table)
+    nulls = _fitted_nulls(scores, items)
+    pairs, table = _analysed(_null_scores(nulls, options, rng, replicates), options, windows)
+    pair_reps = _by_replicate(pairs)
+    window_reps = _by_replicate(table)
     between, early, shares = 0, 0, []
     for k in range(replicates):
         claims = claim_table(pair_reps[k], window_reps.get(k), alpha).set_index(["claim", "scope"])
@@ -324,9 +332,7 @@ def calibrate_claims(
     models = sorted_mixed(scores["model"].unique().tolist())
     oods = sorted_mixed(scores.loc[scores["role"] == "ood", "testset"].unique().tolist())
     for sd in planted_sd:
-        hits = _planted_hits(
-            scores, items, options, rng, replicates, models[0], list(itertools.combinations(oods, 2)), sd
-        )
+        hits = _planted_hits(nulls, options, rng, replicates, models[0], list(itertools.combinations(oods, 2)), sd)
         rows.append(_cal_row("between_models", "planted", float(sd), replicates, hits, hits / replicates, alpha))
     calibrated = {row["claim"]: row["rate"] <= alpha for row in rows if row["kind"] == "null"}
     for row in rows:
@@ -335,8 +341,7 @@ def calibrate_claims(
 
 
 def _planted_hits(
-    scores: pd.DataFrame,
-    items: pd.DataFrame,
+    nulls: Sequence[tuple[Hashable, Hashable, NullModel, np.ndarray]],
     options: PairOptions,
     rng: np.random.Generator,
     replicates: int,
@@ -352,9 +357,9 @@ def _planted_hits(
         count = len(range(j, replicates, len(pairs)))
         if count == 0:
             continue
-        frame = _null_scores(scores, items, options, rng, count, (model, Coupling(a, b, sd)))
+        frame = _null_scores(nulls, options, rng, count, (model, Coupling(a, b, sd)))
         table, _ = _analysed(frame, options, windows=False)
-        for part in _by_replicate(frame, table).values():
+        for part in _by_replicate(table).values():
             claims = claim_table(part, None, float(options.alpha))
             planted = claims[(claims["claim"] == "between_models") & (claims["scope"] == pair_label(a, b))]
             hits += int(planted["significant"].any())

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -159,7 +160,7 @@ def replicate_trajectory(
     options = PairOptions.of(analysis)
     windows = None
     if windows_possible(scores):
-        windows = window_table(scores, **{**options.__dict__, "resamples": 0})
+        windows = window_table(scores, **dataclasses.asdict(dataclasses.replace(options, resamples=0)))
     claims = claim_table(read_table(pairs_path), windows, analysis.alpha)
     start = time.perf_counter()
     if scores["run"].nunique() >= 2:
