@@ -140,6 +140,7 @@ rule replicate_trajectory:
     output:
         claims=res("trajectory/replication.parquet"),
         calibration=res("trajectory/replication_calibration.parquet"),
+        reference=res("trajectory/replication_reference.parquet"),
         report=res("trajectory/replication.md"),
     log:
         logs("replicate_trajectory.log"),

@@ -12,6 +12,7 @@ with log_to(snakemake.log[0]):
         {
             "claims": snakemake.output.claims,
             "calibration": snakemake.output.calibration,
+            "reference": snakemake.output.reference,
             "report": snakemake.output.report,
         },
     )

@@ -3,6 +3,8 @@ claims without their runs, and the calibration on null replicates."""
 
 from __future__ import annotations
 
+import zlib
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -16,7 +18,9 @@ from shiftwork.trajectory.replication import (
     CLAIM_COLUMNS,
     calibrate_claims,
     claim_table,
+    null_reference,
     replication_report,
+    standardised,
 )
 
 # two models, three seeds each, two OOD pairs: (r_raw, r_primary) per run and pair
@@ -128,6 +132,59 @@ def test_a_degenerate_pair_leaves_its_run_out_of_that_pairs_test():
     assert got["n_runs"] == 5 and got["p"] == pytest.approx(stats.ttest_ind(z1, z2).pvalue)
 
 
+def _null_pairs(centres: dict, replicates: int, rng) -> pd.DataFrame:
+    """Null pair tables: per real run and pair (``centres``: run -> (model, {pair: null z mean})),
+    ``replicates`` null runs ``"<run>/<k>"`` with z drawn around that mean (sd 0.1)."""
+    rows = [
+        {"model": m, "run": f"{run}/{k}", "ood_a": a, "ood_b": b, "r_raw": 0.5, "p_primary_holm": 0.5}
+        | {"r_primary": float(np.tanh(mu + 0.1 * rng.standard_normal()))}
+        for run, (m, pairs) in centres.items()
+        for (a, b), mu in pairs.items()
+        for k in range(replicates)
+    ]
+    return pd.DataFrame(rows)
+
+
+def test_the_null_reference_and_its_leave_one_out_standardisation_by_hand():
+    rng = np.random.default_rng(1)
+    nulls = _null_pairs({"m1-s0": ("m1", {("a", "b"): 0.3, ("a", "c"): -0.2})}, 6, rng)
+    reference = null_reference(nulls)
+    z = np.arctanh(nulls["r_primary"].to_numpy())
+    ab = (nulls["ood_b"] == "b").to_numpy()
+    got = reference.set_index(["ood_a", "ood_b"]).loc[("a", "b")]
+    assert got["run"] == "m1-s0" and got["null_n"] == 6
+    assert got["null_mean"] == pytest.approx(z[ab].mean()) and got["null_sd"] == pytest.approx(z[ab].std(ddof=1))
+    # a real run reads its run's reference; a null replicate's own value is left out of it
+    real = pd.DataFrame({"run": ["m1-s0"], "ood_a": ["a"], "ood_b": ["b"], "r_primary": [0.6], "p_primary_holm": [0.5]})
+    assert standardised(real, reference)[0] == pytest.approx((np.arctanh(0.6) - z[ab].mean()) / z[ab].std(ddof=1))
+    loo = standardised(nulls, reference, leave_out=True)
+    for i in np.flatnonzero(ab):
+        others = z[ab & (np.arange(len(z)) != i)]
+        assert loo[i] == pytest.approx((z[i] - others.mean()) / others.std(ddof=1))
+    # a run without a reference, or a pair no null defines: NaN, left out of the test
+    assert np.isnan(standardised(real.assign(run="m9-s0"), reference)[0])
+
+
+def test_standardised_models_differ_only_by_coupling_beyond_their_nulls():
+    """Two models whose nulls put a pair at different places (the lean drives it in m1's runs and
+    not in m2's): the raw z differ between the models with no coupling at all, the standardised
+    do not; a coupling beyond m1's null is found either way."""
+    rng = np.random.default_rng(2)
+    centres = {
+        f"{m}-s{s}": (m, {("a", "b"): mu, ("a", "c"): 0.0}) for m, mu in (("m1", 0.6), ("m2", -0.4)) for s in range(3)
+    }
+    reference = null_reference(_null_pairs(centres, 200, rng))
+    at_null = pd.concat([_null_pairs({run: c}, 1, rng).assign(run=run) for run, c in centres.items()])
+    raw = row(claim_table(at_null, None), "between_models", "a–b")
+    assert raw["significant"] and "standardised" not in raw["test"]
+    std = row(claim_table(at_null, None, reference=reference), "between_models", "a–b")
+    assert not std["significant"] and std["test"].endswith("each standardised by its run's null")
+    coupled = at_null.copy()
+    m1 = (coupled["model"] == "m1") & (coupled["ood_b"] == "c")
+    coupled.loc[m1, "r_primary"] = np.tanh(np.arctanh(coupled.loc[m1, "r_primary"]) + 0.6)
+    assert row(claim_table(coupled, None, reference=reference), "between_models", "a–c")["significant"]
+
+
 def _null_runs(models=("m1", "m2"), seeds=3):
     """Items and scores of ``seeds`` runs of each model, every run drawn from one hand-built null
     (three balanced OOD sets, no coupling)."""
@@ -137,7 +194,7 @@ def _null_runs(models=("m1", "m2"), seeds=3):
     for m in models:
         for s in range(seeds):
             run = f"{m}-s{s}"
-            items = _items_of(model, np.random.default_rng(hash(run) % 2**32)).assign(run=run, model=m)
+            items = _items_of(model, np.random.default_rng(zlib.crc32(run.encode()))).assign(run=run, model=m)
             frames.append(items)
             acc = items.groupby(["step", "set"])["correct"].mean().reset_index()
             scores.append(
@@ -151,8 +208,11 @@ def _null_runs(models=("m1", "m2"), seeds=3):
 def test_calibrate_claims_finds_a_coupling_planted_in_one_model_only():
     items, scores = _null_runs()
     options = PairOptions(method="linear", score="accuracy", dependence="independent")
-    table = calibrate_claims(scores, items, options, replicates=6, seed=0, planted_sd=[3.0])
+    calibration = calibrate_claims(scores, items, options, replicates=6, seed=0, planted_sd=[3.0])
+    table = calibration.table
     assert list(table.columns) == list(CLAIM_CALIBRATION_COLUMNS)
+    # the reference: every run and OOD pair, from its 6 null replicates
+    assert len(calibration.reference) == 6 * 3 and (calibration.reference["null_n"] == 6).all()
     assert table[["claim", "kind"]].values.tolist() == [
         ["raw_vs_partial", "null_mean"],
         ["between_models", "null"],
@@ -166,7 +226,7 @@ def test_calibrate_claims_finds_a_coupling_planted_in_one_model_only():
     assert null["calibrated"] == (null["rate"] <= 0.05)
     # the null runs' ID explains their raw coupling: the ID control removes most of it
     assert table.loc[0, "rate"] > 0.3
-    text = replication_report(claim_table(pd.DataFrame(_pairs_of(scores)), None), table, scores)
+    text = replication_report(claim_table(_pairs_of(scores), None, reference=calibration.reference), table, scores)
     assert "## (b) Does a pair's ID-controlled correlation differ between models?" in text
 
 

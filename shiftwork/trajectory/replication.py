@@ -18,7 +18,13 @@ early/late window table), with every run's correlation on the Fisher-z scale
     per OOD pair, the runs' ``z_primary`` grouped by model: a one-way ANOVA across the models
     (with two models, Student's pooled-variance t squared), so that the seed-to-seed spread
     within a model is the error the difference between models is tested against. Holm over the
-    pairs. ``estimate`` is the largest minus the smallest model mean of ``r_primary``.
+    pairs. ``estimate`` is the largest minus the smallest model mean of ``r_primary``. Given a
+    null ``reference`` (:func:`null_reference`), each run's ``z_primary`` is first standardised
+    by the null fitted to that run, ``(z - null_mean) / null_sd``: what the ANOVA then compares
+    is each model's coupling beyond what its runs' shapes (ID trajectory, lean, levels, item
+    counts) give a pair with no coupling. Without it, two models whose nulls differ (a pair that
+    the lean drives in one model's runs and not in the other's) differ under the null too, and
+    the test is not calibrated.
 ``early_vs_late`` (c)
     per run, the mean over its pairs of ``z_early - z_late`` (the primary correlation in the first
     and the second half of the run's checkpoints); a one-sample Student t over the runs that it
@@ -42,6 +48,8 @@ is not "no difference" (ID drives the raw correlations of a null run too), the m
 null runs give, the reference the real share is read against. With a planted coupling of size
 ``sd`` (a shared log-odds component, :class:`~shiftwork.trajectory.null.Coupling`) on one pair in
 the first model's runs only, replicate ``k`` on pair ``k mod pairs``, it reports the power of (b).
+The same null replicates give the reference (b) is standardised by: the null replicates' own tests
+use it with their replicate left out, the planted ones and the real runs use all of it.
 """
 
 from __future__ import annotations
@@ -67,8 +75,10 @@ __all__ = [
     "CLAIMS",
     "CLAIM_COLUMNS",
     "CLAIM_CALIBRATION_COLUMNS",
+    "Calibration",
     "calibrate_claims",
     "claim_table",
+    "null_reference",
     "run_statistics",
 ]
 
@@ -121,6 +131,72 @@ for ``raw_vs_partial`` ``kind`` is ``"null_mean"`` and ``rate`` the null runs' m
 
 def _z(r: pd.Series | np.ndarray) -> np.ndarray:
     return np.arctanh(np.clip(np.asarray(r, dtype=float), -0.999999, 0.999999))
+
+
+REFERENCE_COLUMNS: tuple[str, ...] = (
+    "run",
+    "ood_a",
+    "ood_b",
+    "null_mean",
+    "null_sd",
+    "null_n",
+    "null_sum",
+    "null_sum_sq",
+)
+"""Columns of :func:`null_reference`: per real run and OOD pair, the mean, standard deviation and
+count of ``atanh r_primary`` over the null replicates fitted to that run, and the sums behind
+them (for the leave-one-out values of :func:`standardised`)."""
+
+
+def _base_run(runs: pd.Series) -> pd.Series:
+    """The real run a null replicate's run ``"<run>/<k>"`` was drawn for."""
+    return runs.astype(str).str.rsplit("/", n=1).str[0]
+
+
+def null_reference(null_pairs: pd.DataFrame) -> pd.DataFrame:
+    """The null distribution of each real run's ``z_primary`` per OOD pair, from the pair tables
+    of its null replicates (runs named ``"<run>/<k>"``): columns :data:`REFERENCE_COLUMNS`."""
+    r_col, _ = primary_columns(null_pairs)
+    z = pd.Series(_z(null_pairs[r_col]), index=null_pairs.index)
+    data = pd.DataFrame(
+        {"run": _base_run(null_pairs["run"]), "ood_a": null_pairs["ood_a"], "ood_b": null_pairs["ood_b"], "z": z}
+    )
+    data = data[np.isfinite(data["z"])]
+    grouped = data.groupby(["run", "ood_a", "ood_b"], sort=False)["z"]
+    out = grouped.agg(null_mean="mean", null_sd=lambda v: v.std(ddof=1), null_n="size", null_sum="sum")
+    out["null_sum_sq"] = grouped.apply(lambda v: float(np.sum(np.square(v))))
+    return out.reset_index()[list(REFERENCE_COLUMNS)]
+
+
+def standardised(pairs: pd.DataFrame, reference: pd.DataFrame, leave_out: bool = False) -> np.ndarray:
+    """Each row's ``z_primary`` of ``pairs`` standardised by its run's null (``reference``, a
+    :func:`null_reference`): ``(z - null_mean) / null_sd``. A null replicate's run ``"<run>/<k>"``
+    reads the reference of ``<run>``; with ``leave_out`` its own value is taken out of the mean
+    and the sd first (it is one of the replicates the reference was made from). NaN where the
+    reference has fewer than 3 values (2 after leaving one out) or no spread."""
+    r_col, _ = primary_columns(pairs)
+    z = _z(pairs[r_col])
+    keys = pd.DataFrame(
+        {
+            "run": _base_run(pairs["run"]).to_numpy(),
+            "ood_a": pairs["ood_a"].to_numpy(),
+            "ood_b": pairs["ood_b"].to_numpy(),
+        }
+    )
+    ref = keys.merge(reference, on=["run", "ood_a", "ood_b"], how="left")
+    n = ref["null_n"].to_numpy(dtype=float)
+    total, total_sq = ref["null_sum"].to_numpy(dtype=float), ref["null_sum_sq"].to_numpy(dtype=float)
+    if leave_out:
+        inside = np.isfinite(z)
+        n = n - inside
+        total = total - np.where(inside, z, 0.0)
+        total_sq = total_sq - np.where(inside, z * z, 0.0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean = total / n
+        var = (total_sq - n * mean * mean) / (n - 1)
+        sd = np.sqrt(np.clip(var, 0.0, None))
+        out = (z - mean) / sd
+    return np.where((n >= 3 - int(leave_out)) & (sd > 0), out, np.nan)
 
 
 def run_statistics(pairs: pd.DataFrame, windows: pd.DataFrame | None = None) -> pd.DataFrame:
@@ -177,17 +253,25 @@ def _raw_vs_partial(stats: pd.DataFrame, alpha: float) -> list[dict]:
     return rows
 
 
-def _between_models(pairs: pd.DataFrame, alpha: float) -> list[dict]:
+def _between_models(
+    pairs: pd.DataFrame, alpha: float, reference: pd.DataFrame | None = None, leave_out: bool = False
+) -> list[dict]:
     r_col, _ = primary_columns(pairs)
+    pairs = pairs.assign(_value=_z(pairs[r_col]) if reference is None else standardised(pairs, reference, leave_out))
+    test = "one-way ANOVA of the runs' z_primary across models" + (
+        "" if reference is None else ", each standardised by its run's null"
+    )
     rows = []
     for (a, b), part in pairs.groupby(["ood_a", "ood_b"], sort=False):
-        part = part[np.isfinite(part[r_col].to_numpy(dtype=float))]
-        groups = {m: _z(g[r_col]) for m, g in part.groupby("model", sort=True)}
+        part = part[np.isfinite(part["_value"].to_numpy(dtype=float))]
+        groups = {m: g["_value"].to_numpy(dtype=float) for m, g in part.groupby("model", sort=True)}
+        r_means = {m: float(np.tanh(_z(g[r_col])).mean()) for m, g in part.groupby("model", sort=True)}
         detail = "; ".join(
-            f"{m}: {np.tanh(z).mean():+.3f} (sd {np.std(np.tanh(z), ddof=1) if len(z) > 1 else np.nan:.3f}, {len(z)} runs)"
+            f"{m}: r {r_means[m]:+.3f}, {'z' if reference is None else 'standardised z'} {np.mean(z):+.2f} "
+            f"(sd {np.std(z, ddof=1) if len(z) > 1 else np.nan:.2f}, {len(z)} runs)"
             for m, z in groups.items()
         )
-        means = [float(np.tanh(z).mean()) for z in groups.values()]
+        means = list(r_means.values())
         usable = [z for z in groups.values() if len(z) >= 2]
         f, dof, p, reason = np.nan, np.nan, np.nan, ""
         if len(groups) < 2:
@@ -203,7 +287,7 @@ def _between_models(pairs: pd.DataFrame, alpha: float) -> list[dict]:
         rows.append(
             _row("between_models", pair_label(a, b), len(part), len(groups), detail=detail)
             | {"estimate": max(means) - min(means) if means else np.nan, "statistic": f, "dof": dof, "p": p}
-            | {"test": "one-way ANOVA of the runs' z_primary across models", "reason": reason}
+            | {"test": test, "reason": reason}
         )
     p = np.array([row["p"] for row in rows], dtype=float)
     finite = np.isfinite(p)
@@ -232,12 +316,21 @@ def _early_vs_late(stats: pd.DataFrame, alpha: float) -> list[dict]:
     return rows
 
 
-def claim_table(pairs: pd.DataFrame, windows: pd.DataFrame | None, alpha: float = 0.05) -> pd.DataFrame:
+def claim_table(
+    pairs: pd.DataFrame,
+    windows: pd.DataFrame | None,
+    alpha: float = 0.05,
+    reference: pd.DataFrame | None = None,
+    leave_out: bool = False,
+) -> pd.DataFrame:
     """The three claims (module notes) tested over the runs of ``pairs`` (a
     :func:`~shiftwork.trajectory.analysis.pair_table`) and ``windows`` (its
-    :func:`~shiftwork.trajectory.windows.window_table`, or None): columns :data:`CLAIM_COLUMNS`."""
+    :func:`~shiftwork.trajectory.windows.window_table`, or None): columns :data:`CLAIM_COLUMNS`.
+    With a null ``reference`` (:func:`null_reference`) the between-model test reads each run's
+    ``z_primary`` standardised by it (``leave_out``: :func:`standardised`)."""
     stats = run_statistics(pairs, windows)
-    rows = _raw_vs_partial(stats, alpha) + _between_models(pairs, alpha) + _early_vs_late(stats, alpha)
+    between = _between_models(pairs, alpha, reference, leave_out)
+    rows = _raw_vs_partial(stats, alpha) + between + _early_vs_late(stats, alpha)
     out = pd.DataFrame(rows, columns=list(CLAIM_COLUMNS))
     out["n_runs"] = out["n_runs"].astype(np.int64)
     out["n_models"] = out["n_models"].astype(np.int64)
@@ -299,6 +392,16 @@ def _by_replicate(table: pd.DataFrame | None) -> dict[int, pd.DataFrame]:
     return {int(k): part for k, part in table.groupby(replicate.to_numpy())}
 
 
+@dataclasses.dataclass(frozen=True)
+class Calibration:
+    """What :func:`calibrate_claims` returns: the calibration ``table`` (columns
+    :data:`CLAIM_CALIBRATION_COLUMNS`) and the null ``reference`` the between-model test is
+    standardised by (:func:`null_reference`)."""
+
+    table: pd.DataFrame
+    reference: pd.DataFrame
+
+
 def calibrate_claims(
     scores: pd.DataFrame,
     items: pd.DataFrame,
@@ -306,20 +409,23 @@ def calibrate_claims(
     replicates: int,
     seed: int,
     planted_sd: Sequence[float] = (),
-) -> pd.DataFrame:
+) -> Calibration:
     """The calibration of :func:`claim_table` on null replicates of the runs of ``scores`` (module
-    notes): columns :data:`CLAIM_CALIBRATION_COLUMNS`. ``scores`` is the table the analysis read
-    (its checkpoints are those analysed); ``items`` the run's items the nulls are fitted to."""
+    notes), and the null reference of the between-model test. ``scores`` is the table the
+    analysis read (its checkpoints are those analysed); ``items`` the run's items the nulls are
+    fitted to."""
     alpha = float(options.alpha)
     rng = rng_for("trajectory-replication", seed)
     windows = windows_possible(scores)
     nulls = _fitted_nulls(scores, items)
     pairs, table = _analysed(_null_scores(nulls, options, rng, replicates), options, windows)
+    reference = null_reference(pairs)
     pair_reps = _by_replicate(pairs)
     window_reps = _by_replicate(table)
     between, early, shares = 0, 0, []
     for k in range(replicates):
-        claims = claim_table(pair_reps[k], window_reps.get(k), alpha).set_index(["claim", "scope"])
+        claims = claim_table(pair_reps[k], window_reps.get(k), alpha, reference, leave_out=True)
+        claims = claims.set_index(["claim", "scope"])
         between += int(claims.loc["between_models", "significant"].any())
         early += int(bool(claims.loc[("early_vs_late", ALL), "significant"]))
         shares.append(float(claims.loc[("raw_vs_partial", ALL), "estimate"]))
@@ -332,12 +438,13 @@ def calibrate_claims(
     models = sorted_mixed(scores["model"].unique().tolist())
     oods = sorted_mixed(scores.loc[scores["role"] == "ood", "testset"].unique().tolist())
     for sd in planted_sd:
-        hits = _planted_hits(nulls, options, rng, replicates, models[0], list(itertools.combinations(oods, 2)), sd)
+        combos = list(itertools.combinations(oods, 2))
+        hits = _planted_hits(nulls, options, rng, replicates, models[0], combos, sd, reference)
         rows.append(_cal_row("between_models", "planted", float(sd), replicates, hits, hits / replicates, alpha))
     calibrated = {row["claim"]: row["rate"] <= alpha for row in rows if row["kind"] == "null"}
     for row in rows:
         row["calibrated"] = calibrated.get(row["claim"])
-    return pd.DataFrame(rows, columns=list(CLAIM_CALIBRATION_COLUMNS))
+    return Calibration(pd.DataFrame(rows, columns=list(CLAIM_CALIBRATION_COLUMNS)), reference)
 
 
 def _planted_hits(
@@ -348,10 +455,11 @@ def _planted_hits(
     model: Hashable,
     pairs: Sequence[tuple[str, str]],
     sd: float,
+    reference: pd.DataFrame,
 ) -> int:
     """How many of ``replicates`` replicates with a coupling of size ``sd`` planted in ``model``'s
     runs (on pair ``k mod pairs`` in replicate ``k``) find that pair's between-model test
-    Holm-significant."""
+    Holm-significant, standardised by the null ``reference``."""
     hits = 0
     for j, (a, b) in enumerate(pairs):
         count = len(range(j, replicates, len(pairs)))
@@ -360,7 +468,7 @@ def _planted_hits(
         frame = _null_scores(nulls, options, rng, count, (model, Coupling(a, b, sd)))
         table, _ = _analysed(frame, options, windows=False)
         for part in _by_replicate(table).values():
-            claims = claim_table(part, None, float(options.alpha))
+            claims = claim_table(part, None, float(options.alpha), reference)
             planted = claims[(claims["claim"] == "between_models") & (claims["scope"] == pair_label(a, b))]
             hits += int(planted["significant"].any())
     return hits
@@ -435,8 +543,10 @@ def replication_report(claims: pd.DataFrame, calibration: pd.DataFrame, scores: 
         (
             "between_models",
             "(b) Does a pair's ID-controlled correlation differ between models?",
-            "Per OOD pair, the runs' z_primary grouped by model, one-way ANOVA across models (seed-to-seed spread as the "
-            "error), Holm over the pairs. estimate: the largest minus the smallest model mean of r_primary.",
+            "Per OOD pair, each run's z_primary standardised by the null fitted to that run ((z - null mean) / null sd; "
+            "replication_reference.parquet), grouped by model, one-way ANOVA across models (seed-to-seed spread as the "
+            "error), Holm over the pairs. A difference is coupling beyond what each model's runs give a pair with none. "
+            "estimate: the largest minus the smallest model mean of r_primary.",
         ),
         (
             "early_vs_late",

@@ -143,12 +143,13 @@ def replicate_trajectory(
     outputs: Mapping[str, str],
 ) -> None:
     """The paper's claims tested across runs and their calibration
-    (:mod:`shiftwork.trajectory.replication`): ``outputs`` maps ``claims``, ``calibration`` and
-    ``report`` to their paths. The null replicates are drawn only where a claim has the runs it
+    (:mod:`shiftwork.trajectory.replication`): ``outputs`` maps ``claims``, ``calibration``,
+    ``reference`` (the null reference of the between-model test) and ``report`` to their paths. The null replicates are drawn only where a claim has the runs it
     needs (at least two)."""
     from shiftwork.trajectory.analysis import PairOptions
     from shiftwork.trajectory.replication import (
         CLAIM_CALIBRATION_COLUMNS,
+        REFERENCE_COLUMNS,
         calibrate_claims,
         claim_table,
         replication_report,
@@ -161,21 +162,23 @@ def replicate_trajectory(
     windows = None
     if windows_possible(scores):
         windows = window_table(scores, **dataclasses.asdict(dataclasses.replace(options, resamples=0)))
-    claims = claim_table(read_table(pairs_path), windows, analysis.alpha)
     start = time.perf_counter()
+    reference = pd.DataFrame(columns=list(REFERENCE_COLUMNS))
+    table = pd.DataFrame(columns=list(CLAIM_CALIBRATION_COLUMNS))
     if scores["run"].nunique() >= 2:
-        table = calibrate_claims(
+        calibrated = calibrate_claims(
             scores, read_table(items_path), options, calibration.replicates, calibration.seed, calibration.planted_sd
         )
-    else:
-        table = pd.DataFrame(columns=list(CLAIM_CALIBRATION_COLUMNS))
+        table, reference = calibrated.table, calibrated.reference
     LOGGER.info(
         "replication calibration (%d replicates) in %.1f s", calibration.replicates, time.perf_counter() - start
     )
+    claims = claim_table(read_table(pairs_path), windows, analysis.alpha, None if reference.empty else reference)
     settings = {**analysis.as_dict(), "calibration": calibration.as_dict()}
     prov = make_provenance("replicate_trajectory", settings, seed=calibration.seed)
     write_table(claims, outputs["claims"], prov)
     write_table(table, outputs["calibration"], prov)
+    write_table(reference, outputs["reference"], prov)
     write_text(replication_report(claims, table, scores), outputs["report"])
 
 
