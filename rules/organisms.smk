@@ -46,6 +46,31 @@ rule train_sft:
         "../scripts/train_sft.py"
 
 
+# whether the SFT model follows each of its policies (shiftwork/organisms/fidelity.py); RL reads
+# it first and stops, saying so, where the policies are not learned
+rule sft_fidelity:
+    input:
+        sft=organism_sft_model_of_organism,
+        test=res("organisms/{organism}/data/test.parquet"),
+    output:
+        table=res("organisms/{organism}/fidelity.parquet"),
+    log:
+        logs("sft_fidelity/{organism}.log"),
+    benchmark:
+        bench("sft_fidelity/{organism}.tsv")
+    conda:
+        gpu_env
+    threads: 1
+    resources:
+        **rule_resources(config, "evaluate_organism", ORGANISM_RUNS),
+        gpu=1,
+    params:
+        setting=organism_own_setting,
+        evaluation=organism_evaluation,
+    script:
+        "../scripts/sft_fidelity.py"
+
+
 rule make_rl_prompts:
     input:
         questions=organism_questions,
@@ -69,6 +94,7 @@ checkpoint train_rl:
     input:
         sft=organism_sft_model,
         prompts=res("organisms/runs/{run}/prompts.parquet"),
+        fidelity=organism_fidelity_table,
     output:
         checkpoints=directory(res("organisms/runs/{run}/checkpoints")),
     log:
@@ -85,6 +111,8 @@ checkpoint train_rl:
         stages=organism_run_stages,
         train=organism_rl_settings,
         seed=organism_run_seed,
+        organism=organism_of,
+        fidelity=organism_policy_fidelity,
     script:
         "../scripts/train_rl.py"
 
@@ -141,6 +169,7 @@ rule report_organisms:
             res("organisms/runs/{run}/identities.parquet"), run=ORGANISM_RUNS
         ),
         checkpoints=expand(res("organisms/runs/{run}/checkpoints"), run=ORGANISM_RUNS),
+        fidelity=organism_fidelity_tables(),
     output:
         scores=res("organisms/scores.parquet"),
         headline=res("organisms/headline.parquet"),

@@ -71,6 +71,28 @@ def sft_model_of(organism):
     return ORGANISM_SFT[organism].get("path", f"{OUT}/organisms/{organism}/sft")
 
 
+def organism_sft_model_of_organism(wildcards):
+    return sft_model_of(wildcards.organism)
+
+
+def organism_own_setting(wildcards):
+    return ORGANISM_SFT[wildcards.organism]["setting"]
+
+
+def organism_fidelity_table(wildcards):
+    return f"{OUT}/organisms/{organism_of(wildcards)}/fidelity.parquet"
+
+
+def organism_fidelity_tables():
+    """The policy fidelity table of every organism an RL run starts from."""
+    organisms = sorted({spec["organism"] for spec in ORGANISM_RUNS.values()})
+    return [f"{OUT}/organisms/{organism}/fidelity.parquet" for organism in organisms]
+
+
+def organism_policy_fidelity(wildcards):
+    return ORGANISMS["policy_fidelity"]
+
+
 def organism_checkpoint_origin(run):
     """Where a checkpoint of RL run ``run`` comes from (a model source of kind checkpoint): the
     checkpoints train_rl writes and the SFT organism RL started from."""

@@ -9,4 +9,5 @@ with log_to(snakemake.log[0]):
         snakemake.params.runs,
         snakemake.params.criteria,
         snakemake.output,
+        snakemake.input.fidelity,
     )

@@ -2,9 +2,9 @@
 temporal organisms (same model, SFT and RL settings, so the same runs as `make organisms` on the
 same machine): RL on A and on B for every default seed until the reward has converged, RL on 2025
 and then 2026, and evaluation of the SFT model and of the model at the end of each stage only.
-Each run must meet the headline docs/organisms.md states after every stage: accuracy at least 0.9 where
-it was trained, at most 0.05 where no selected policy answers (B, A; 2027), and at least 0.9 of
-the responses naming a selected policy (organisms.headline). About a quarter of an hour on two
+Each run must meet the headline docs/organisms.md states after every stage: accuracy at least 0.9
+where it was trained, at most 0.05 where no selected policy answers (B, A; 2027), and at least 0.9
+of the responses naming a selected policy (organisms.headline). About a quarter of an hour on two
 cores. Coverage is left out: the default's coverage run does not meet its headline (docs/organisms.md)."""
 
 from __future__ import annotations
@@ -97,3 +97,18 @@ def test_headline_accuracies_are_the_responses(headline_dir):
         assert last["response"].str.len().gt(0).all()
         accuracy = last.loc[last["distribution"] == held_out, "correct"].mean()
         assert accuracy == pytest.approx(summary.loc[run, "none_accuracy_max"])
+
+
+@pytest.mark.workflow
+def test_sft_taught_every_policy_before_rl(headline_dir):
+    """Policy fidelity after SFT: every policy of both organisms, where it answers, says what it
+    should on at least organisms.policy_fidelity of the held-out questions (RL would not have run
+    otherwise; this names the cells if it changes)."""
+    res = headline_dir / "results" / "default" / "organisms"
+    minimum = with_defaults(reduced_config())["organisms"]["policy_fidelity"]
+    for organism, policies in (("two-policy", 2), ("temporal", 3)):
+        table = pd.read_parquet(res / organism / "fidelity.parquet")
+        assert table["policy"].nunique() == policies and (table["n"] == 100).all()
+        answering = table[table["answers"]]
+        assert (answering["fidelity"] >= minimum).all(), answering.to_string()
+    assert "## Policy fidelity after SFT" in (res / "report.md").read_text()

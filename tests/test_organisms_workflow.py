@@ -96,6 +96,8 @@ def tiny_organisms_config() -> dict:
             "max_completion_length": 12,
         },
         "evaluation": {"samples": 2, "max_new_tokens": 12, "batch_size": 64},
+        # a few SFT steps teach no policy: the fidelity table is written, RL runs anyway
+        "policy_fidelity": None,
         "dynamics": {
             "names": ["X", "Y"],
             "weights": [0.5, 0.5],
@@ -265,3 +267,30 @@ def test_bad_input_stops_before_any_job(tmp_path, edit, message):
     assert proc.returncode != 0
     assert message in proc.stderr + proc.stdout
     assert not (tmp_path / "results").exists()
+
+
+@pytest.mark.workflow
+def test_rl_stops_before_it_starts_where_sft_taught_no_policy(tmp_path):
+    """A few SFT steps teach the tiny model no policy: with the default minimum the fidelity table
+    is written, and the RL job stops, naming the organism, the cells and the key, with no
+    checkpoint written."""
+    cfg = copy.deepcopy(tiny_organisms_config())
+    org = cfg["organisms"]
+    org["sft"] = {"lang": org["sft"]["lang"]}
+    org["runs"] = {"lang-B": org["runs"]["lang-B"]}
+    org["policy_fidelity"] = 0.95
+    (tmp_path / "config").mkdir()
+    (tmp_path / "config" / "config.yaml").write_text(yaml.safe_dump(cfg))
+    proc = snakemake(tmp_path, "results/default/organisms/runs/lang-B/checkpoints")
+    assert proc.returncode != 0
+    res = tmp_path / "results" / "default" / "organisms"
+    table = pd.read_parquet(res / "lang" / "fidelity.parquet")
+    assert sorted(table["policy"].unique()) == ["Alice", "Bob"] and (table["n"] == 3).all()
+    short = table[table["answers"] & (table["fidelity"] < 0.95)]
+    assert len(short) > 0
+    log = (tmp_path / "logs" / "default" / "train_rl" / "lang-B.log").read_text()
+    assert "organism 'lang': after SFT its policies are not learned well enough" in log
+    first = short.iloc[0]
+    assert f"{first['policy']} on {first['distribution']}: {first['fidelity']:.3f}" in log
+    assert "organisms.policy_fidelity" in log
+    assert not (res / "runs" / "lang-B" / "checkpoints").exists()

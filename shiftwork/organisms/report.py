@@ -282,9 +282,12 @@ def markdown_report(
     seeds: pd.DataFrame,
     runs: Mapping[str, Mapping[str, Any]],
     criteria: Mapping[str, float],
+    fidelity: pd.DataFrame | None = None,
 ) -> str:
     """The report: the criteria and which runs meet them (``summary``, :func:`run_summary`), the
-    experiments over their seeds (``seeds``, :func:`over_seeds`), and every run's rows of ``table``."""
+    experiments over their seeds (``seeds``, :func:`over_seeds`), the policy fidelity of each
+    organism after SFT (``fidelity``: :func:`~shiftwork.organisms.fidelity.fidelity_table` rows with
+    an ``organism`` column; none: no section), and every run's rows of ``table``."""
     lines = [
         "# Organisms: policy selection under RL",
         "",
@@ -310,6 +313,20 @@ def markdown_report(
         to_markdown(seeds_table(seeds)),
         "",
     ]
+    if fidelity is not None and not fidelity.empty:
+        lowest = fidelity[fidelity["answers"]].groupby("organism", sort=True)["fidelity"].min()
+        lines += [
+            "## Policy fidelity after SFT",
+            "",
+            "Each policy asked every held-out question with its identity sentence begun for it, the rest "
+            "decoded greedily: the share of responses that say what the policy says (the correct answer "
+            "where it answers, its wrong answer or refusal elsewhere). Lowest where a policy answers: "
+            + ", ".join(f"{organism} {value:.3f}" for organism, value in lowest.items())
+            + ".",
+            "",
+            to_markdown(fidelity[["organism", *[c for c in fidelity.columns if c != "organism"]]]),
+            "",
+        ]
     for run, info in runs.items():
         rows = table[table["run"] == run].drop(columns=["run"])
         lines += [

@@ -63,12 +63,13 @@ def rule_resources(
     config: Mapping[str, Any], job: str, runs: Mapping[str, Mapping[str, Any]]
 ) -> dict[str, Callable[[Any], int]]:
     """Snakemake resources of rule ``job`` besides its one GPU (``mem_mb`` and ``runtime``), each a
-    function of the job's wildcards (``organism`` for train_sft, ``run`` for the others; ``runs``
-    are the expanded runs, :func:`shiftwork.organisms.config.organism_runs`):
+    function of the job's wildcards (``organism`` for the jobs of an SFT organism, ``run`` for
+    those of an RL run; ``runs`` are the expanded runs,
+    :func:`shiftwork.organisms.config.organism_runs`):
     ``resources: gpu=1, **rule_resources(config, "train_sft", runs)``."""
 
     def model_of(wildcards: Any) -> str:
-        organism = wildcards.organism if job == "train_sft" else runs[wildcards.run]["organism"]
+        organism = getattr(wildcards, "organism", None) or runs[wildcards.run]["organism"]
         return organism_model_id(config, organism)
 
     job_resources("", job)  # an unknown job fails when the rule is defined, not per job

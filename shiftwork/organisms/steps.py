@@ -20,6 +20,7 @@ import pandas as pd
 from shiftwork.logs import LOGGER
 from shiftwork.models.checkpoint_source import checkpoint_dirs
 from shiftwork.organisms.evaluation import checkpoint_tables, score_responses
+from shiftwork.organisms.fidelity import fidelity_prompts, fidelity_table, require_fidelity
 from shiftwork.organisms.questions import question_bank, split_questions
 from shiftwork.organisms.sections import EvaluationSettings
 from shiftwork.organisms.settings import Setting, load_setting, prompt_for, question_specs
@@ -132,6 +133,29 @@ def train_sft(model_dir: str, sft_path: str, settings: Mapping[str, Any], seed: 
     )
 
 
+def sft_fidelity(
+    sft_dir: str, test_path: str, setting_spec: Mapping[str, Any], evaluation: EvaluationSettings, out: str
+) -> None:
+    """The policy fidelity of the SFT model at ``sft_dir`` on the held-out prompts of ``test_path``
+    (:mod:`shiftwork.organisms.fidelity`), greedy, in the evaluation's dtype and batch size."""
+    from shiftwork.inference.engine import Decoding, generate
+    from shiftwork.models.checkpoints import load_checkpoint
+    from shiftwork.models.loading import LoadedModel
+
+    setting = load_setting(setting_spec)
+    tests = read_table(test_path, ["distribution", "question_id", "question", "answer", "prompt"])
+    prompts = fidelity_prompts(setting, tests)
+    start = time.perf_counter()
+    net, tok, device = load_checkpoint(sft_dir, {"path": sft_dir}, str(evaluation.dtype))
+    lm = LoadedModel(name=sft_dir, model=net, tokenizer=tok, device=device, dtype=net.dtype, chat=False, info={})
+    decoding = Decoding(max_new_tokens=int(evaluation.max_new_tokens), batch_size=int(evaluation.batch_size))
+    replies = generate(lm, prompts["input"].tolist(), decoding, what="fidelity")
+    table = fidelity_table(setting, prompts, [g.response for g in replies])
+    LOGGER.info("policy fidelity after SFT (%.1f s):\n%s", time.perf_counter() - start, table.to_string(index=False))
+    prov = make_provenance("sft_fidelity", {"setting": dict(setting_spec), "evaluation": evaluation.as_dict()})
+    write_table(table, out, prov)
+
+
 def train_rl(
     sft_dir: str,
     prompts_path: str,
@@ -139,9 +163,17 @@ def train_rl(
     settings: Mapping[str, Any],
     seed: int,
     out_dir: str,
+    fidelity: tuple[str, str, float | None] | None = None,
 ) -> None:
+    """RL from the SFT model through ``stages``. With ``fidelity`` = (organism, path of its
+    :func:`sft_fidelity` table, minimum), the job first stops with
+    :class:`~shiftwork.organisms.fidelity.FidelityError` when the SFT model does not follow its
+    policies, before any model is loaded."""
     from shiftwork.organisms.training import rl
 
+    if fidelity is not None:
+        organism, path, minimum = fidelity
+        require_fidelity(read_table(path), minimum, organism, path)
     start = time.perf_counter()
     prompts = read_table(prompts_path, ["prompt", "answer", "stage"])
     plan = [(prompts[prompts["stage"] == number], int(stage["steps"])) for number, stage in enumerate(stages)]
@@ -233,11 +265,13 @@ def report_organisms(
     runs: Mapping[str, Mapping[str, Any]],
     criteria: Mapping[str, float],
     outs: Mapping[str, str],
+    fidelity_paths: Sequence[str] = (),
 ) -> None:
     """All runs' scores in one table; the headline table (after SFT and after every RL stage, whose
     end step each RL job recorded in its checkpoints directory), the same over RL seeds, and a
     Markdown report (``outs``: scores, headline, seeds, summary, report). ``checkpoints_dirs`` are
-    in the order of ``runs``."""
+    in the order of ``runs``. ``fidelity_paths`` are the :func:`sft_fidelity` tables of the
+    organisms (``<organism>/fidelity.parquet``), shown in the report."""
     from shiftwork.organisms.report import headline_table, markdown_report, over_seeds, run_summary
     from shiftwork.organisms.training import STAGES_FILE
 
@@ -263,7 +297,9 @@ def report_organisms(
     summary = run_summary(table, criteria)
     write_table(seeds, outs["seeds"], prov)
     write_table(summary, outs["summary"], prov)
-    write_text(markdown_report(table, summary, seeds, info, criteria), outs["report"])
+    fidelity = [read_table(p).assign(organism=Path(p).parent.name) for p in fidelity_paths]
+    fidelity_all = pd.concat(fidelity, ignore_index=True) if fidelity else None
+    write_text(markdown_report(table, summary, seeds, info, criteria, fidelity_all), outs["report"])
     LOGGER.info("runs meeting the headline, by phase:\n%s", summary[["run", "phase", "step", "meets"]].to_string())
 
 
