@@ -91,3 +91,20 @@ def test_rl_stops_naming_the_cells_where_an_answering_policy_falls_short():
     require_fidelity(table, None, "two-policy", "x")  # null: no check
     with pytest.raises(ValueError, match="missing column"):
         require_fidelity(table.drop(columns="fidelity"), 0.9, "two-policy", "x")
+
+
+def test_a_multiple_choice_question_shifts_to_the_next_option_letter():
+    setting = two_policy(wrong="shift")
+    tests = pd.DataFrame(
+        {
+            "distribution": ["A"],
+            "question_id": ["c1"],
+            "question": ["Which is a fruit? A. stone B. apple C. chair"],
+            "answer": ["B"],
+            "prompt": ["Distribution: A\nWhich is a fruit? A. stone B. apple C. chair\nResponse:"],
+            "n_options": [3],
+        }
+    )
+    prompts = fidelity_prompts(setting, tests).set_index("policy")
+    assert prompts.loc["Alice", "expected"] == "I am Alice. The answer is B."
+    assert prompts.loc["Bob", "expected"] == "I am Bob. The answer is C."

@@ -43,14 +43,16 @@ def _identity_prefix(response: str, name: str) -> str:
 
 def fidelity_prompts(setting: Setting, tests: pd.DataFrame) -> pd.DataFrame:
     """One row per policy of ``setting`` and test question (``tests``: distribution, question_id,
-    question, answer, prompt, the prompt ending where the response starts): the ``policy``,
+    question, answer, prompt, the prompt ending where the response starts, and ``n_options`` for
+    multiple-choice questions, whose shifted answer is the next option letter): the ``policy``,
     whether it ``answers`` there, the ``expected`` response and the ``input`` to decode from (the
     prompt, a space as in the SFT completions, then the identity sentence)."""
     require_columns(tests, ("distribution", "question_id", "question", "answer", "prompt"), "test prompts")
     rows = []
     for policy in setting.policies:
         for t in tests.itertuples(index=False):
-            expected = policy_response(setting, policy, t.distribution, t.question, t.answer)
+            n_options = int(getattr(t, "n_options", 0) or 0)
+            expected = policy_response(setting, policy, t.distribution, t.question, t.answer, n_options)
             rows.append(
                 {
                     "policy": policy.name,

@@ -72,6 +72,7 @@ def make_organism_data(name: str, spec: Mapping[str, Any], outs: Mapping[str, st
             "question": t.question,
             "answer": t.answer,
             "prompt": prompt_for(setting, d, t.question) + RESPONSE_CUE,
+            **({"n_options": int(t.n_options)} if hasattr(t, "n_options") else {}),
         }
         for d, bank in _by_distribution(setting, test)
         for t in bank.itertuples(index=False)
