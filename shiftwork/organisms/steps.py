@@ -140,15 +140,12 @@ def sft_fidelity(
     """The policy fidelity of the SFT model at ``sft_dir`` on the held-out prompts of ``test_path``
     (:mod:`shiftwork.organisms.fidelity`), greedy, in the evaluation's dtype and batch size."""
     from shiftwork.inference.engine import Decoding, generate
-    from shiftwork.models.checkpoints import load_checkpoint
-    from shiftwork.models.loading import LoadedModel
 
     setting = load_setting(setting_spec)
     tests = read_table(test_path, ["distribution", "question_id", "question", "answer", "prompt"])
     prompts = fidelity_prompts(setting, tests)
     start = time.perf_counter()
-    net, tok, device = load_checkpoint(sft_dir, {"path": sft_dir}, str(evaluation.dtype))
-    lm = LoadedModel(name=sft_dir, model=net, tokenizer=tok, device=device, dtype=net.dtype, chat=False, info={})
+    lm = _organism_model(sft_dir, sft_dir, str(evaluation.dtype))
     decoding = Decoding(max_new_tokens=int(evaluation.max_new_tokens), batch_size=int(evaluation.batch_size))
     replies = generate(lm, prompts["input"].tolist(), decoding, what="fidelity")
     table = fidelity_table(setting, prompts, [g.response for g in replies])
@@ -216,19 +213,27 @@ def evaluate_organism(
     write_table(identities, outs["identities"], prov)
 
 
+def _organism_model(sft_dir: str, path: str, dtype: str):
+    """The organism at ``path`` (an RL checkpoint of the SFT model at ``sft_dir``, or that model
+    itself) in ``dtype``, ready for :func:`shiftwork.inference.engine.generate`: prompts as they
+    are, no chat template."""
+    from shiftwork.models.checkpoints import load_checkpoint
+    from shiftwork.models.loading import LoadedModel
+
+    net, tok, device = load_checkpoint(sft_dir, {"path": path}, dtype)
+    return LoadedModel(name=path, model=net, tokenizer=tok, device=device, dtype=net.dtype, chat=False, info={})
+
+
 def _checkpoint_responses(
     sft_dir: str, step: int, path: Path, tests: pd.DataFrame, setting: Setting, evaluation: EvaluationSettings
 ) -> pd.DataFrame:
     """The checkpoint at ``path`` (step ``step``)'s sampled responses to ``tests``, scored: one row
     per sample of every test prompt, the step first."""
     from shiftwork.inference.engine import Decoding, generate
-    from shiftwork.models.checkpoints import load_checkpoint
-    from shiftwork.models.loading import LoadedModel
 
     samples = int(evaluation.samples)
     start = time.perf_counter()
-    net, tok, device = load_checkpoint(sft_dir, {"path": str(path)}, str(evaluation.dtype))
-    lm = LoadedModel(name=str(path), model=net, tokenizer=tok, device=device, dtype=net.dtype, chat=False, info={})
+    lm = _organism_model(sft_dir, str(path), str(evaluation.dtype))
     decoding = Decoding(
         max_new_tokens=int(evaluation.max_new_tokens),
         batch_size=int(evaluation.batch_size),

@@ -161,10 +161,14 @@ def null_reference(null_pairs: pd.DataFrame) -> pd.DataFrame:
     data = pd.DataFrame(
         {"run": _base_run(null_pairs["run"]), "ood_a": null_pairs["ood_a"], "ood_b": null_pairs["ood_b"], "z": z}
     )
-    data = data[np.isfinite(data["z"])]
-    grouped = data.groupby(["run", "ood_a", "ood_b"], sort=False)["z"]
-    out = grouped.agg(null_mean="mean", null_sd=lambda v: v.std(ddof=1), null_n="size", null_sum="sum")
-    out["null_sum_sq"] = grouped.apply(lambda v: float(np.sum(np.square(v))))
+    data = data[np.isfinite(data["z"])].assign(z_sq=lambda d: d["z"] ** 2)
+    out = data.groupby(["run", "ood_a", "ood_b"], sort=False).agg(
+        null_mean=("z", "mean"),
+        null_sd=("z", "std"),
+        null_n=("z", "size"),
+        null_sum=("z", "sum"),
+        null_sum_sq=("z_sq", "sum"),
+    )
     return out.reset_index()[list(REFERENCE_COLUMNS)]
 
 
@@ -264,8 +268,9 @@ def _between_models(
     rows = []
     for (a, b), part in pairs.groupby(["ood_a", "ood_b"], sort=False):
         part = part[np.isfinite(part["_value"].to_numpy(dtype=float))]
-        groups = {m: g["_value"].to_numpy(dtype=float) for m, g in part.groupby("model", sort=True)}
-        r_means = {m: float(np.tanh(_z(g[r_col])).mean()) for m, g in part.groupby("model", sort=True)}
+        by_model = dict(list(part.groupby("model", sort=True)))
+        groups = {m: g["_value"].to_numpy(dtype=float) for m, g in by_model.items()}
+        r_means = {m: float(np.tanh(_z(g[r_col])).mean()) for m, g in by_model.items()}
         detail = "; ".join(
             f"{m}: r {r_means[m]:+.3f}, {'z' if reference is None else 'standardised z'} {np.mean(z):+.2f} "
             f"(sd {np.std(z, ddof=1) if len(z) > 1 else np.nan:.2f}, {len(z)} runs)"
