@@ -149,6 +149,7 @@ GPU_RULES = {
     "finetune_model",
     "evaluate_checkpoint",
     "train_sft",
+    "sft_fidelity",
     "train_rl",
     "evaluate_organism",
     "crossstudy_gate",
