@@ -89,8 +89,9 @@ report: $(STAMP)
 
 # `make test` is the fast unit stage; `make test-all` is everything, in stages that stop at the
 # first failing one (tests/tiers.py puts each test in one stage): the lint checks and the docs
-# site, then lint and dry runs, units, packaged models, workflows, the SLURM cluster, the browser
-TEST_STAGES := lint unit model workflow slurm browser
+# site, then lint and dry runs, units, statistical simulations, packaged models, workflows, the
+# SLURM cluster, the browser
+TEST_STAGES := lint unit simulation model workflow slurm browser
 # the unit stage in parallel (pytest-xdist): one worker a core, at most 4 (each imports torch)
 TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 2); if [ $$n -gt 4 ]; then n=4; fi; echo $$n)
 test: $(STAMP)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+import pytest
 from scipy.special import expit
 from test_trajectory_calibration import LEAN, NEW_DESIGN, OLD_DESIGN, STEPS, _items_of, null_model
 
@@ -40,6 +41,7 @@ def _axis(values):
     return pd.DataFrame({"step": SCORED, "testset": "SGS Prob", "accuracy": values, "role": "ood"})
 
 
+@pytest.mark.simulation
 def test_an_axis_that_follows_the_lean_meets_label_split_sets_on_null_runs():
     lean_axis = _axis(expit(LEAN[::2] / 2))
     items, scores = _run(OLD_DESIGN, 1)

@@ -50,10 +50,13 @@ def test_the_slowest_need_decides_the_stage():
     assert stage(set()) == "unit"
     assert stage({"model"}) == "model"
     assert stage({"model", "workflow"}) == "workflow"
+    assert stage({"simulation"}) == "simulation"
+    assert stage({"simulation", "model"}) == "model"
     assert stage({"workflow", "slurm"}) == "slurm"
     assert stage({"network"}) == stage({"lint", "workflow"}) == "lint"
     assert stage({"browser", "workflow"}) == "browser"
-    assert STAGES.index("lint") < STAGES.index("unit") < STAGES.index("model") < STAGES.index("workflow")
+    assert STAGES.index("lint") < STAGES.index("unit") < STAGES.index("simulation") < STAGES.index("model")
+    assert STAGES.index("model") < STAGES.index("workflow")
 
 
 def test_every_test_here_is_in_the_unit_stage(request):

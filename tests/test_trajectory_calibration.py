@@ -195,6 +195,7 @@ def fitted(name):
     return null.model_from_record(json.loads((DATA / f"null_{name}_run.json").read_text()))
 
 
+@pytest.mark.simulation
 def test_the_label_split_design_finds_pairs_on_null_runs():
     """The design the default had: label-split sets, raw accuracy, checkpoints counted as
     independent, on null runs shaped like its own run: a Holm-significant pair in nearly every one."""
@@ -223,6 +224,7 @@ def expected_pinned(model, share):
     return model.steps[np.maximum(ent_share, 1.0 - ent_share) >= share]
 
 
+@pytest.mark.simulation
 def test_the_balanced_design_lowers_the_false_positive_rate():
     """The new default on null runs shaped like its own run: far fewer false positives than the
     label-split design (above) or the balanced accuracy give. At every checkpoint the rate is
@@ -240,6 +242,7 @@ def test_the_balanced_design_lowers_the_false_positive_rate():
     assert false_positive_rate(still, options, np.random.default_rng(12), 80) / 80 <= 0.05
 
 
+@pytest.mark.simulation
 def test_the_pinned_share_is_what_calibrates_the_default():
     """The default's ``pinned: 0.8`` on null runs fitted to the default run :
     leaving out the checkpoints whose predictions are at least 0.9 one label (steps 0, 4, 6 and 8,
@@ -258,6 +261,7 @@ def test_the_pinned_share_is_what_calibrates_the_default():
     assert expected_pinned(model, 0.8).tolist() == [0, 4, 6, 8, 24, 32]
 
 
+@pytest.mark.simulation
 def test_a_planted_coupling_is_found_more_often_the_larger_it_is():
     model = null_model(NEW_DESIGN)
     options = PairOptions(method="gam", score="lean_free_accuracy", dependence="effective_n")

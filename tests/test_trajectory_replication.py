@@ -205,6 +205,7 @@ def _null_runs(models=("m1", "m2"), seeds=3):
     return pd.concat(frames, ignore_index=True), pd.concat(scores, ignore_index=True)
 
 
+@pytest.mark.simulation
 def test_calibrate_claims_finds_a_coupling_planted_in_one_model_only():
     items, scores = _null_runs()
     options = PairOptions(method="linear", score="accuracy", dependence="independent")

@@ -9,7 +9,8 @@ library function that starts Snakemake or loads a packaged model) is caught at r
 unit stage by :func:`guard`, which fails the test with the marker it needs.
 
 Every collected test falls in exactly one of :data:`STAGES` (:func:`stage`); ``pytest --stage
-NAME`` runs one.
+NAME`` runs one. The ``simulation`` marker is put on by hand: a test that simulates hundreds of
+null or planted runs to measure a false-positive rate needs no model, but takes tens of seconds.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from pathlib import Path
 TESTS = Path(__file__).resolve().parent
 
 #: the stages `make test-all` runs, in order: cheap checks first, then ever slower ones
-STAGES = ("lint", "unit", "model", "workflow", "slurm", "browser")
+STAGES = ("lint", "unit", "simulation", "model", "workflow", "slurm", "browser")
 
 #: session fixtures that prepare a packaged model (the GGUF SmolLM2: about 30 s)
 MODEL_FIXTURES = frozenset({"prepared_smollm"})
@@ -104,6 +105,7 @@ def stage(markers: set[str]) -> str:
         ("lint", {"lint", "network"}),
         ("workflow", {"workflow"}),
         ("model", {"model"}),
+        ("simulation", {"simulation"}),
     ):
         if markers & needs:
             return name
