@@ -171,6 +171,7 @@ rule generate_responses:
         batch_size=model_batch_size,
         dtype=model_dtype,
         store_hidden=PROBE["store_hidden"],
+        plain_format=model_plain_format,
     script:
         "../scripts/generate_responses.py"
 
@@ -213,6 +214,7 @@ use rule generate_responses as generate_shard_responses with:
         batch_size=model_batch_size,
         dtype=model_dtype,
         store_hidden=PROBE["store_hidden"],
+        plain_format=model_plain_format,
         shard=shard_index,
         n_shards=shard_count,
 
@@ -237,6 +239,7 @@ rule generate_api_responses:
     params:
         source=model_source,
         chat=model_chat,
+        plain_format=model_plain_format,
         max_new_tokens=GENERATION["max_new_tokens"],
         api_baseline=GENERATION["api_baseline"],
         cache=model_api_cache,

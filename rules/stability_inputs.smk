@@ -163,6 +163,11 @@ def model_chat(wildcards):
     return config["models"][wildcards.model]["chat"]
 
 
+def model_plain_format(wildcards):
+    """How a base model is asked (models.NAME.plain_format); chat models ignore it."""
+    return config["models"][wildcards.model]["plain_format"]
+
+
 def model_api_cache(wildcards):
     return api_cache(wildcards.model)
 

@@ -7,6 +7,7 @@ job = ApiJob(
     max_new_tokens=snakemake.params.max_new_tokens,
     cache_dir=snakemake.params.cache,
     baseline=snakemake.params.api_baseline,
+    plain_format=snakemake.params.plain_format,
 )
 
 with log_to(snakemake.log[0]):

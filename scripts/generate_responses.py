@@ -13,6 +13,7 @@ job = GenerateJob(
     threads=snakemake.threads,
     shard=snakemake.params.get("shard", 0),
     n_shards=snakemake.params.get("n_shards", 1),
+    plain_format=snakemake.params.plain_format,
 )
 
 # the claim sets CUDA_VISIBLE_DEVICES, which CUDA reads once: import the step after it

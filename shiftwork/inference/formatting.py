@@ -4,6 +4,24 @@ from __future__ import annotations
 
 PLAIN_TEMPLATE = "Question: {prompt}\nAnswer:"
 PLAIN_STOP = "\nQuestion:"
+#: two worked questions and answers before the prompt: a base model then answers in a sentence
+#: and goes on to a next "Question:", where PLAIN_STOP cuts its reply, instead of repeating
+#: "Answer:" or running on to the token limit
+TWO_SHOT_TEMPLATE = (
+    "Question: What is the capital of France?\nAnswer: The capital of France is Paris.\n\n"
+    "Question: Give one tip for sleeping better.\nAnswer: Keep a regular bedtime, even at weekends.\n\n"
+    + PLAIN_TEMPLATE
+)
+#: the plain formats a model with ``chat: false`` may name (``models.NAME.plain_format``)
+PLAIN_FORMATS = {"qa": PLAIN_TEMPLATE, "qa_two_shot": TWO_SHOT_TEMPLATE}
+
+
+def plain_template(plain_format: str) -> str:
+    """The template of a named plain format (:data:`PLAIN_FORMATS`)."""
+    try:
+        return PLAIN_FORMATS[plain_format]
+    except KeyError:
+        raise ValueError(f"plain_format must be one of {sorted(PLAIN_FORMATS)}, got {plain_format!r}") from None
 
 
 def model_input(tokenizer, prompt: str, chat: bool, plain_template: str = PLAIN_TEMPLATE) -> str:

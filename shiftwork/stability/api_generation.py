@@ -39,7 +39,7 @@ import pandas as pd
 
 from shiftwork.inference.api import ApiClient, ApiResult, ApiSettings, mean_topk_entropy
 from shiftwork.inference.engine import Decoding, generate
-from shiftwork.inference.formatting import PLAIN_STOP, PLAIN_TEMPLATE, trim_response
+from shiftwork.inference.formatting import PLAIN_STOP, plain_template, trim_response
 from shiftwork.logs import LOGGER
 from shiftwork.provenance import digest, make_provenance
 from shiftwork.stability.jobs import ApiJob
@@ -53,12 +53,12 @@ PROBE_COLUMNS = KEYS + ["logprob", "entropy", "n_response_tokens", "act_cos", "a
 API_BASELINES: tuple[str, ...] = ("once", "per_row")
 
 
-def api_model_input(text: str, chat: bool) -> str:
+def api_model_input(text: str, chat: bool, plain_format: str = "qa") -> str:
     """What the API receives for a prompt: the JSON of the one-message chat (chat models) or the
-    plain prompt (base models); equal texts give equal inputs."""
+    prompt in the model's plain format (base models); equal texts give equal inputs."""
     if chat:
         return json.dumps([{"role": "user", "content": text}], ensure_ascii=False)
-    return PLAIN_TEMPLATE.format(prompt=text)
+    return plain_template(plain_format).format(prompt=text)
 
 
 def api_weight_digest(settings: ApiSettings) -> str:
@@ -157,7 +157,7 @@ def _api_variants(filtered_paths: Sequence[str], model_name: str, job: ApiJob) -
         # integer positions even for a table with no rows (the gate kept no prompt of the data set,
         # or a shard got none), where the mapped index would be an empty float series
         base = table["prompt_id"].map(baseline_rows(table, path)).astype(int)
-        inputs = [api_model_input(t, job.chat) for t in table["text"]]
+        inputs = [api_model_input(t, job.chat, job.plain_format) for t in table["text"]]
         table = table.assign(part=part, model=model_name, model_input=inputs)
         parts.append(table.assign(base_input=table["model_input"].to_numpy()[base.to_numpy()]))
     return pd.concat(parts, ignore_index=True)

@@ -14,7 +14,8 @@ from shiftwork.stability.sections import AxesSettings, JudgeControlSettings
 @dataclass(frozen=True)
 class GenerateJob:
     """One generate job: the decoding and engine of its model, its precision, whether the probes
-    keep the last hidden states, its CPU threads, and which shard of the prompts it answers."""
+    keep the last hidden states, its CPU threads, which shard of the prompts it answers, and how
+    a base model is asked (``plain_format``, :data:`shiftwork.inference.formatting.PLAIN_FORMATS`)."""
 
     max_new_tokens: int
     batch_size: int
@@ -24,6 +25,7 @@ class GenerateJob:
     threads: int | None = None
     shard: int = 0
     n_shards: int = 1
+    plain_format: str = "qa"
 
 
 @dataclass(frozen=True)
@@ -31,7 +33,8 @@ class ApiJob:
     """One generate job for a model behind an OpenAI-compatible API: its ``source`` (the config's
     ``openai_compatible`` mapping), whether it is a chat model, the reply length, the response
     cache, which shard of the prompts it answers, the seed sent with each request (if any), and
-    whether the baseline reply is asked for ``once`` or again for every row (``per_row``)."""
+    whether the baseline reply is asked for ``once`` or again for every row (``per_row``), and how a
+    base model is asked (``plain_format``)."""
 
     source: Mapping[str, Any]
     chat: bool
@@ -41,6 +44,7 @@ class ApiJob:
     n_shards: int = 1
     seed: int | None = None
     baseline: str = "once"
+    plain_format: str = "qa"
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ from shiftwork.device import pick_device, pick_dtype, set_threads
 from shiftwork.encoders import Encoder, encoder_model_type, packaged_baseline
 from shiftwork.inference.api import ApiSettings
 from shiftwork.inference.engine import Decoding, generate, make_complete
-from shiftwork.inference.formatting import model_input
+from shiftwork.inference.formatting import model_input, plain_template
 from shiftwork.inference.generation import ENGINES, EngineSize, Generation, VllmEngine, encode_inputs
 from shiftwork.inference.probe import layer_cosines, probe_batches
 from shiftwork.logs import LOGGER
@@ -146,7 +146,8 @@ def generate_responses(
     set_threads(job.threads)
     chat = bool(read_info(model_dir).get("chat"))
     tokenizer = load_tokenizer(model_dir, "left")
-    inputs = pd.Series([model_input(tokenizer, t, chat) for t in variants["text"]], dtype=object)
+    template = plain_template(job.plain_format)
+    inputs = pd.Series([model_input(tokenizer, t, chat, template) for t in variants["text"]], dtype=object)
     variants = variants.assign(model=model_name, model_input=inputs, base_input=inputs[base_row].to_numpy())
     unique_inputs = list(dict.fromkeys(variants["model_input"]))
     where = f", shard {job.shard} of {job.n_shards}" if job.n_shards > 1 else ""
