@@ -1,7 +1,7 @@
 """The organisms headline end to end on a reduced default config: the default two-policy and
 temporal organisms (same model, SFT and RL settings, so the same runs as `make organisms` on the
 same machine): RL on A and on B for every default seed until the reward has converged, RL on 2025
-and then 2026, and evaluation of the SFT model and of the model at the end of each stage only.
+and then 2026 for every default seed, and evaluation of the SFT model and of the model at the end of each stage only.
 Each run must meet the headline docs/organisms.md states after every stage: accuracy at least 0.9
 where it was trained, at most 0.05 where no selected policy answers (B, A; 2027), and at least 0.9
 of the responses naming a selected policy (organisms.headline). About a quarter of an hour on two
@@ -19,7 +19,8 @@ from shiftwork.config import with_defaults
 
 TWO_POLICY_RUNS = ("two-policy-rl-A", "two-policy-rl-B")
 ORGANISMS = ("two-policy", "temporal")
-RUNS = (*TWO_POLICY_RUNS, "temporal-rl-2025-2026")
+TEMPORAL = "temporal-rl-2025-2026"
+RUNS = (*TWO_POLICY_RUNS, TEMPORAL)
 
 
 def reduced_config() -> dict:
@@ -31,6 +32,10 @@ def reduced_config() -> dict:
     org["rl"]["checkpoint_every"] = 10_000
     org.pop("dynamics", None)
     return cfg
+
+
+def temporal_runs(cfg: dict) -> list[str]:
+    return [f"{TEMPORAL}-s{seed}" for seed in cfg["organisms"]["runs"][TEMPORAL]["seeds"]]
 
 
 @pytest.fixture(scope="module")
@@ -45,8 +50,10 @@ def test_every_seed_and_stage_meets_the_headline(headline_dir):
     runs = [f"{run}-s{seed}" for run in TWO_POLICY_RUNS for seed in cfg["organisms"]["runs"][run]["seeds"]]
     assert len(runs) >= 6
     summary = pd.read_parquet(res / "summary.parquet").set_index(["run", "phase"])
+    temporal = temporal_runs(cfg)
+    assert len(temporal) >= 3
     expected = [(run, "after_rl") for run in runs]
-    expected += [("temporal-rl-2025-2026", "after_stage1"), ("temporal-rl-2025-2026", "after_stage2")]
+    expected += [(run, phase) for run in temporal for phase in ("after_stage1", "after_stage2")]
     assert sorted(summary.index) == sorted(expected)
     headline = with_defaults(cfg)["organisms"]["headline"]
     accurate = (summary["id_accuracy_min"] >= headline["trained_accuracy"]) & (
@@ -69,21 +76,20 @@ def test_every_seed_and_stage_meets_the_headline(headline_dir):
 
 @pytest.mark.workflow
 def test_temporal_2027_stays_at_zero(headline_dir):
-    """Per year after SFT and after each stage: the trained years rise, 2027 stays unanswered."""
+    """Per year after SFT and after each stage, for every RL seed: the trained years rise, 2027
+    stays unanswered."""
     res = headline_dir / "results" / "default" / "organisms"
-    scores = pd.read_parquet(res / "runs" / "temporal-rl-2025-2026" / "scores.parquet")
-    acc = scores.pivot_table(index="step", columns="testset", values="accuracy")
-    ends = [
-        s["end"]
-        for s in json.loads((res / "runs" / "temporal-rl-2025-2026" / "checkpoints" / "stages.json").read_text())
-    ]
-    assert list(acc.index) == [0, *ends]
-    sft, stage1, stage2 = (acc.loc[step] for step in acc.index)
-    assert sft["2027"] == 0.0 and stage1["2027"] <= 0.05 and stage2["2027"] <= 0.05
-    # SFT: every policy answers 2024, two of three 2025, one of three 2026
-    assert sft["2024"] > 0.85 and 0.5 < sft["2025"] < 0.8 and 0.15 < sft["2026"] < 0.4
-    assert stage1["2025"] >= 0.9 and stage2["2025"] >= 0.9 and stage2["2026"] >= 0.9
-    assert stage2["2026"] > sft["2026"] + 0.5
+    for run in temporal_runs(reduced_config()):
+        scores = pd.read_parquet(res / "runs" / run / "scores.parquet")
+        acc = scores.pivot_table(index="step", columns="testset", values="accuracy")
+        ends = [s["end"] for s in json.loads((res / "runs" / run / "checkpoints" / "stages.json").read_text())]
+        assert list(acc.index) == [0, *ends], run
+        sft, stage1, stage2 = (acc.loc[step] for step in acc.index)
+        assert sft["2027"] == 0.0 and stage1["2027"] <= 0.05 and stage2["2027"] <= 0.05, (run, acc)
+        # SFT: every policy answers 2024, two of three 2025, one of three 2026
+        assert sft["2024"] > 0.85 and 0.5 < sft["2025"] < 0.8 and 0.15 < sft["2026"] < 0.4, (run, acc)
+        assert stage1["2025"] >= 0.9 and stage2["2025"] >= 0.9 and stage2["2026"] >= 0.9, (run, acc)
+        assert stage2["2026"] > sft["2026"] + 0.5, (run, acc)
 
 
 @pytest.mark.workflow
