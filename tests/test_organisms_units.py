@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from shiftwork.config import ConfigError, check_config
+from shiftwork.config import ConfigError, check_config, with_defaults
 from shiftwork.organisms.questions import TEMPLATES, capacity, make_questions
 from shiftwork.organisms.report import headline_table, trained_policies, trained_policy_share
 from shiftwork.organisms.settings import (
@@ -423,3 +423,20 @@ def test_trainer_args_are_passed_on_and_may_not_override_shiftwork_keys():
         with_trainer_args({"trainer_args": {"beta": 0.0, "adam_epsilon": 1e-4}}, fixed)
     with pytest.raises(ValueError, match="mapping"):
         with_trainer_args({"trainer_args": [1]}, fixed)
+
+
+def test_grpo_gets_the_configured_loss_type_and_the_default_is_named(tmp_path):
+    """The RL settings' loss_type reaches GRPOConfig; the schema's default is dapo, so a run that
+    names none keeps TRL 1.16's default after an upgrade that changes it."""
+    from trl import GRPOConfig
+
+    from shiftwork.organisms.training import _grpo_args, _Job
+
+    rl = with_defaults({"organisms": {"rl": {}}})["organisms"]["rl"]
+    assert rl["loss_type"] == "dapo" == GRPOConfig.__dataclass_fields__["loss_type"].default
+    for loss_type in ("dapo", "bnpo"):
+        settings = {**rl, "steps": 10, "learning_rate": 1e-4, "loss_type": loss_type}
+        job = _Job("sft", settings, 0, None, tmp_path, None, 5, False, None, None)
+        args = _grpo_args(job, 0, 10)
+        assert args["loss_type"] == loss_type
+        assert GRPOConfig(**args).loss_type == loss_type

@@ -400,6 +400,7 @@ def _grpo_args(job: _Job, number: int, steps: int) -> dict[str, Any]:
             "max_completion_length": int(settings["max_completion_length"]),
             "temperature": float(settings["temperature"]),
             "beta": float(settings["beta"]),
+            "loss_type": str(settings["loss_type"]),
         },
         "GRPOConfig",
     )
