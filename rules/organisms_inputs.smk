@@ -90,7 +90,10 @@ def organism_fidelity_tables():
 
 
 def organism_policy_fidelity(wildcards):
-    return ORGANISMS["policy_fidelity"]
+    """The least policy fidelity RL asks of the run's organism: organisms.sft.NAME.policy_fidelity
+    where the organism sets it, else organisms.policy_fidelity."""
+    sft = ORGANISM_SFT[organism_of(wildcards)]
+    return sft["policy_fidelity"] if "policy_fidelity" in sft else ORGANISMS["policy_fidelity"]
 
 
 def organism_checkpoint_origin(run):

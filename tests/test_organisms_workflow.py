@@ -294,3 +294,10 @@ def test_rl_stops_before_it_starts_where_sft_taught_no_policy(tmp_path):
     assert f"{first['policy']} on {first['distribution']}: {first['fidelity']:.3f}" in log
     assert "organisms.policy_fidelity" in log
     assert not (res / "runs" / "lang-B" / "checkpoints").exists()
+    # the organism's own null overrides the study's minimum: its RL runs, from the same SFT model
+    org["sft"]["lang"]["policy_fidelity"] = None
+    (tmp_path / "config" / "config.yaml").write_text(yaml.safe_dump(cfg))
+    proc = snakemake(tmp_path, "results/default/organisms/runs/lang-B/checkpoints")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "rule train_sft" not in proc.stdout + proc.stderr
+    assert (res / "runs" / "lang-B" / "checkpoints").exists()
