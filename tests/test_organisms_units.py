@@ -426,17 +426,18 @@ def test_trainer_args_are_passed_on_and_may_not_override_shiftwork_keys():
 
 
 def test_grpo_gets_the_configured_loss_type_and_the_default_is_named(tmp_path):
-    """The RL settings' loss_type reaches GRPOConfig; the schema's default is dapo, so a run that
-    names none keeps TRL 1.16's default after an upgrade that changes it."""
+    """The RL settings' loss_type reaches GRPOConfig; where absent it is dapo, TRL 1.16's
+    default, so that a run that names none keeps it after an upgrade that changes it."""
     from trl import GRPOConfig
 
-    from shiftwork.organisms.training import _grpo_args, _Job
+    from shiftwork.organisms.training import DEFAULT_LOSS_TYPE, _grpo_args, _Job
 
     rl = with_defaults({"organisms": {"rl": {}}})["organisms"]["rl"]
-    assert rl["loss_type"] == "dapo" == GRPOConfig.__dataclass_fields__["loss_type"].default
-    for loss_type in ("dapo", "bnpo"):
-        settings = {**rl, "steps": 10, "learning_rate": 1e-4, "loss_type": loss_type}
+    assert "loss_type" not in rl  # no default in the schema: existing jobs' settings unchanged
+    assert DEFAULT_LOSS_TYPE == "dapo" == GRPOConfig.__dataclass_fields__["loss_type"].default
+    for loss_type, expected in ((None, "dapo"), ("bnpo", "bnpo")):
+        settings = {**rl, "steps": 10, "learning_rate": 1e-4} | ({"loss_type": loss_type} if loss_type else {})
         job = _Job("sft", settings, 0, None, tmp_path, None, 5, False, None, None)
         args = _grpo_args(job, 0, 10)
-        assert args["loss_type"] == loss_type
-        assert GRPOConfig(**args).loss_type == loss_type
+        assert args["loss_type"] == expected
+        assert GRPOConfig(**args).loss_type == expected

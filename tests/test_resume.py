@@ -217,7 +217,6 @@ def _rl_inputs():
         "max_completion_length": 4,
         "temperature": 1.0,
         "beta": 0.0,
-        "loss_type": "dapo",
         "reward_format": "sentence",
         "converge": None,
         "trainer_args": {},

@@ -35,6 +35,10 @@ PROGRESS_FILE = "progress.json"
 STAGES_FILE = "stages.json"
 """Written next to the RL checkpoints: each stage's first and last step, its budget and whether it
 stopped by convergence (:mod:`shiftwork.organisms.convergence`) or by spending the budget."""
+DEFAULT_LOSS_TYPE = "dapo"
+"""GRPO's loss where ``organisms.rl.loss_type`` is absent: TRL 1.16's default, named so that a TRL
+upgrade that changes its default does not change a run (and absent from the schema's defaults, so
+that naming it changed no existing job's settings)."""
 
 
 def _lora(settings: Mapping[str, Any]):
@@ -400,7 +404,7 @@ def _grpo_args(job: _Job, number: int, steps: int) -> dict[str, Any]:
             "max_completion_length": int(settings["max_completion_length"]),
             "temperature": float(settings["temperature"]),
             "beta": float(settings["beta"]),
-            "loss_type": str(settings["loss_type"]),
+            "loss_type": str(settings.get("loss_type") or DEFAULT_LOSS_TYPE),
         },
         "GRPOConfig",
     )
