@@ -402,3 +402,59 @@ def test_organism_timing_finds_the_collapse_and_the_first_change():
     assert bleu["change_last"] == 0.3 and bleu["accuracy_first"] == 0.5 and bleu["last_step"] == 60
     act = timing[timing["axis"] == "Act"].iloc[0]
     assert np.isnan(act["change_step"]) and np.isnan(act["change_last"]) and pd.isna(act["before_collapse"])
+
+
+def test_axis_roles_merge_affine_twins_and_name_what_is_not_measured():
+    """Worked by hand: BERT = 0.5 * BLEU + 0.1 at every checkpoint (r = 1), Ent = -BLEU + 1 (r =
+    -1), Prob varies on its own, MR is zero, Act the same at every checkpoint."""
+    bleu = np.array([0.1, 0.4, 0.2, 0.3])
+    prob = np.array([0.3, 0.3, 0.1, 0.5])  # r with BLEU: 0 by hand (deviations -0.15,.15,-.05,.05 vs 0,0,-.2,.2)
+    series = pd.DataFrame(
+        {"Act": 0.2, "Prob": prob, "Ent": 1 - bleu, "BLEU": bleu, "BERT": 0.5 * bleu + 0.1, "MR": 0.0},
+        index=[0, 10, 20, 30],
+    )
+    roles = an.axis_roles(series, "r", ["Act", "Prob", "Ent", "BLEU", "BERT", "MR"]).set_index("axis")
+    assert roles["role"].to_dict() == {
+        "Act": "not measured",
+        "Prob": "measured",
+        "Ent": "measured",
+        "BLEU": "merged",
+        "BERT": "merged",
+        "MR": "not measured",
+    }
+    assert roles.loc["Ent", "column"] == roles.loc["BLEU", "column"] == roles.loc["BERT", "column"] == "Ent=BLEU=BERT"
+    assert roles.loc["Prob", "column"] == "Prob"
+    assert roles.loc["BLEU", "reason"] == "r = -1.0000 with Ent over the checkpoints"
+    assert roles.loc["BERT", "reason"] == "r = -1.0000 with Ent over the checkpoints"
+    assert roles.loc["MR", "reason"] == "zero at every checkpoint"
+    assert roles.loc["Act", "reason"] == "0.2 at every checkpoint"
+
+
+def test_twin_axes_are_one_pair_before_holm():
+    """A BLEU column that is an affine copy of Act's per-prompt values: one (axis, OOD) row per OOD
+    set, named Act=BLEU, and Holm over the four distinct pairs, not six."""
+    per_prompt, scores, items = trajectory_tables()
+    per_prompt["BLEU"] = 3 * per_prompt["Act"] + 1
+    settings = {
+        "alpha": 0.05,
+        "method": "linear",
+        "gam_df": 5,
+        "spline_df": 3,
+        "score": "accuracy",
+        "dependence": "independent",
+        "bootstrap": {"resamples": 20, "seed": 0},
+    }
+    pairs = an.stability_pairs(per_prompt, scores, items, settings)
+    assert sorted(zip(pairs["axis"], pairs["ood"])) == [
+        ("Act=BLEU", "neg"),
+        ("Act=BLEU", "sub"),
+        ("Ent", "neg"),
+        ("Ent", "sub"),
+    ]
+    assert pairs["p_partial_holm"].tolist() == pytest.approx(
+        pg.multicomp(pairs["p_partial"].to_numpy(), method="holm")[1].tolist()
+    )
+    # the merged column is Act's (the first of the twins): the same r as without the copy
+    alone = an.stability_pairs(trajectory_tables()[0], scores, items, settings).set_index(["axis", "ood"])
+    merged = pairs.set_index(["axis", "ood"])
+    assert merged.loc[("Act=BLEU", "neg"), "r_partial"] == pytest.approx(alone.loc[("Act", "neg"), "r_partial"])

@@ -36,18 +36,72 @@ PAIR_KEEP = ["model", "run", "axis", "ood"] + [c for c in PAIR_COLUMNS if c not 
 (axis, OOD set)."""
 
 
-def axis_columns(per_prompt: pd.DataFrame, run: str, axes: Sequence[str]) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(scores rows, item rows) of each axis of ``run`` scaled by its largest per-prompt value;
-    an axis that is zero (or missing) everywhere is left out."""
+TWIN_R = 0.999
+"""Two axes whose SGS series over a run's checkpoints correlate at abs(r) >= TWIN_R are one
+measurement, affinely the same (the BLEU and BERT instability of a one-word reply both follow the
+share of variants whose answer flips): they are analysed as one axis, named ``A=B``, so that the
+multiple-testing correction counts them once."""
+ROLE_COLUMNS = ["run", "axis", "role", "column", "reason"]
+"""Columns of :func:`axis_roles`: ``role`` is ``measured``, ``merged`` (into ``column``, with the
+correlation in ``reason``) or ``not measured`` (``column`` empty, ``reason`` says why)."""
+
+
+def _series(per_prompt: pd.DataFrame, run: str, axes: Sequence[str]) -> pd.DataFrame:
+    """The run's SGS of each axis (the mean over prompts of the per-prompt values) per checkpoint."""
     rows = per_prompt[per_prompt["run"] == run]
-    scores, items = [], []
+    return rows.groupby("step", sort=True)[list(axes)].mean()
+
+
+def axis_roles(series: pd.DataFrame, run: str, axes: Sequence[str] = AXES) -> pd.DataFrame:
+    """Which axes of ``run`` are analysed, and as which column, from their SGS ``series`` (one
+    column per axis, one row per checkpoint). An axis that is missing, zero at every checkpoint or
+    the same at every checkpoint is not measured (it cannot correlate with anything); an axis
+    whose series is affinely the same as an earlier one's (:data:`TWIN_R`, in ``axes`` order) is
+    merged into that one's column. Columns :data:`ROLE_COLUMNS`."""
+    rows: list[tuple[str, str, str, str, str]] = []
+    groups: list[list[str]] = []
     for axis in axes:
-        values = rows[axis].astype(float)
-        top = float(values.max()) if values.notna().any() else 0.0
-        if not np.isfinite(top) or top <= 0:
+        values = series[axis].astype(float) if axis in series.columns else pd.Series(dtype=float)
+        if not values.notna().any():
+            rows.append((run, axis, "not measured", "", "not observed at any checkpoint"))
             continue
-        name = f"{AXIS_PREFIX}{axis}"
-        scaled = rows.assign(correct=values / top, set=name, example_id=rows["dataset"] + "/" + rows["prompt_id"])
+        if float(values.max()) <= 0:
+            rows.append((run, axis, "not measured", "", "zero at every checkpoint"))
+            continue
+        if float(values.max() - values.min()) == 0:
+            rows.append((run, axis, "not measured", "", f"{float(values.iloc[0]):.4g} at every checkpoint"))
+            continue
+        twin = None
+        for group in groups:
+            r = float(np.corrcoef(values, series[group[0]].astype(float))[0, 1]) if len(values) > 2 else np.nan
+            if np.isfinite(r) and abs(r) >= TWIN_R:
+                twin = (group, r)
+                break
+        if twin is None:
+            groups.append([axis])
+        else:
+            twin[0].append(axis)
+            rows.append((run, axis, "merged", twin[0][0], f"r = {twin[1]:.4f} with {twin[0][0]} over the checkpoints"))
+    names = {group[0]: "=".join(group) for group in groups}
+    out = [(r, a, role, names.get(col, col), why) for r, a, role, col, why in rows]
+    out += [(run, group[0], "measured", names[group[0]], "") for group in groups]
+    table = pd.DataFrame(out, columns=ROLE_COLUMNS)
+    order = {axis: k for k, axis in enumerate(axes)}
+    return table.sort_values("axis", key=lambda c: c.map(order), kind="stable").reset_index(drop=True)
+
+
+def axis_columns(per_prompt: pd.DataFrame, run: str, axes: Sequence[str]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(scores rows, item rows) of each measured axis of ``run`` (:func:`axis_roles`; twins once,
+    under the name ``A=B``), scaled by its largest per-prompt value."""
+    rows = per_prompt[per_prompt["run"] == run]
+    roles = axis_roles(_series(per_prompt, run, axes), run, axes)
+    scores, items = [], []
+    for role in roles[roles["role"] == "measured"].itertuples():
+        values = rows[role.axis].astype(float)
+        name = f"{AXIS_PREFIX}{role.column}"
+        scaled = rows.assign(
+            correct=values / float(values.max()), set=name, example_id=rows["dataset"] + "/" + rows["prompt_id"]
+        )
         items.append(scaled[["run", "step", "set", "example_id", "correct"]])
         sgs = scaled.groupby("step", sort=True)["correct"].mean().reset_index(name="accuracy")
         scores.append(sgs.assign(run=run, testset=name, role="ood"))

@@ -12,6 +12,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
+from shiftwork.crossstudy.analysis import axis_roles
 from shiftwork.crossstudy.stats import AXES, POOLED
 from shiftwork.reports.figures import save_figure
 from shiftwork.reports.tables import to_markdown
@@ -171,7 +172,22 @@ def _calibration_line(calibration: pd.DataFrame | None, run: str, n_sig: int) ->
     )
 
 
-def _q2(pairs: pd.DataFrame, alpha: float, calibration: pd.DataFrame | None = None) -> list[str]:
+def _roles_line(sgs: pd.DataFrame, run: str) -> str:
+    """The axes of ``run`` analysed as one (affine twins) and those not measured, with why."""
+    series = sgs[(sgs["run"] == run) & (sgs["dataset"] == POOLED)].set_index("step").sort_index()
+    roles = axis_roles(series, run, AXES)
+    merged = roles[roles["role"] == "merged"]
+    missing = roles[roles["role"] == "not measured"]
+    parts = [
+        f"{r.axis} analysed with {r.column.split('=')[0]} as `{r.column}` ({r.reason})" for r in merged.itertuples()
+    ]
+    parts += [f"{r.axis} not measured ({r.reason})" for r in missing.itertuples()]
+    return "Axes: " + ("; ".join(parts) + "." if parts else "every axis measured, no two the same measurement.")
+
+
+def _q2(
+    pairs: pd.DataFrame, alpha: float, calibration: pd.DataFrame | None = None, sgs: pd.DataFrame | None = None
+) -> list[str]:
     lines = ["## 2. Does stability track OOD accuracy beyond ID accuracy?", ""]
     if pairs.empty:
         return lines + ["No trajectory run was scored.", ""]
@@ -192,6 +208,8 @@ def _q2(pairs: pd.DataFrame, alpha: float, calibration: pd.DataFrame | None = No
             _calibration_line(calibration, run, len(sig)),
             "",
         ]
+        if sgs is not None:
+            lines += [_roles_line(sgs, run), ""]
         shown = part.assign(
             p_holm=part["p_primary_holm"].map(_fmt_p),
             p_bias_holm=part["p_partial_bias_holm"].map(_fmt_p),
@@ -284,7 +302,7 @@ def findings(
         "normalised per-prompt RMS instability, averaged over prompts; higher is less stable.",
         "",
     ]
-    lines += _q1(changes, sgs, alpha) + _q2(pairs, alpha, calibration) + _q3(steps, timing, alpha, collapse)
+    lines += _q1(changes, sgs, alpha) + _q2(pairs, alpha, calibration, sgs) + _q3(steps, timing, alpha, collapse)
     lines += [
         "## Caveats",
         "",
