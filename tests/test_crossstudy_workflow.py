@@ -8,6 +8,7 @@ import json
 import os
 import shutil
 
+import numpy as np
 import pandas as pd
 import pingouin as pg
 import pytest
@@ -113,8 +114,14 @@ def test_pairs_and_organism_steps_match_the_studies_tables(cross_dir):
     wide = scores[scores["run"] == "tiny-lora"].pivot(index="step", columns="testset", values="lean_free_accuracy")
     pooled = sgs[(sgs["run"] == "tiny-lora") & (sgs["dataset"] == "all")].set_index("step")
     assert len(pairs) and set(pairs["ood"]) <= {"negation", "noise"}
+    # twins analysed once, as A=B with the first's values: no two analysed axes are affinely the same
+    analysed = sorted(pairs["axis"].unique())
+    for k, a in enumerate(analysed):
+        for b in analysed[k + 1 :]:
+            r = np.corrcoef(pooled[a.split("=")[0]], pooled[b.split("=")[0]])[0, 1]
+            assert not abs(r) >= 0.999, (a, b, r)
     for row in pairs.itertuples():
-        table = wide.assign(axis=pooled[row.axis])
+        table = wide.assign(axis=pooled[row.axis.split("=")[0]])
         ref = pg.partial_corr(data=table, x="axis", y=row.ood, covar="id", method="pearson")
         # the tiny run's ID accuracy stays at 0.5, so nothing is left to correlate after
         # controlling for it: NaN in both
