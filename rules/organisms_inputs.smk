@@ -16,7 +16,9 @@ wildcard_constraints:
 
 
 def organism_spec(wildcards):
-    return ORGANISM_SFT[wildcards.organism]
+    """What the organism's data is made from: its SFT entry without policy_fidelity, which only RL
+    reads (so that setting it reruns no data or SFT job)."""
+    return {k: v for k, v in ORGANISM_SFT[wildcards.organism].items() if k != "policy_fidelity"}
 
 
 def organism_sft_settings(wildcards):
