@@ -18,7 +18,11 @@ wildcard_constraints:
 def organism_spec(wildcards):
     """What the organism's data is made from: its SFT entry without policy_fidelity, which only RL
     reads (so that setting it reruns no data or SFT job)."""
-    return {k: v for k, v in ORGANISM_SFT[wildcards.organism].items() if k != "policy_fidelity"}
+    return {
+        k: v
+        for k, v in ORGANISM_SFT[wildcards.organism].items()
+        if k != "policy_fidelity"
+    }
 
 
 def organism_sft_settings(wildcards):
@@ -95,7 +99,11 @@ def organism_policy_fidelity(wildcards):
     """The least policy fidelity RL asks of the run's organism: organisms.sft.NAME.policy_fidelity
     where the organism sets it, else organisms.policy_fidelity."""
     sft = ORGANISM_SFT[organism_of(wildcards)]
-    return sft["policy_fidelity"] if "policy_fidelity" in sft else ORGANISMS["policy_fidelity"]
+    return (
+        sft["policy_fidelity"]
+        if "policy_fidelity" in sft
+        else ORGANISMS["policy_fidelity"]
+    )
 
 
 def organism_checkpoint_origin(run):
