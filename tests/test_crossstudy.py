@@ -322,17 +322,20 @@ def trajectory_tables(seed: int = 0):
     return pd.DataFrame(per_prompt), scores, pd.DataFrame(items)
 
 
+#: the linear control on raw accuracy, p-values over every checkpoint (pingouin's)
+LINEAR_PAIRS = {
+    "alpha": 0.05,
+    "method": "linear",
+    "gam_df": 5,
+    "spline_df": 3,
+    "score": "accuracy",
+    "dependence": "independent",
+}
+
+
 def test_stability_pairs_are_the_trajectory_partial_correlations_of_the_sgs_columns():
     per_prompt, scores, items = trajectory_tables()
-    settings = {
-        "alpha": 0.05,
-        "method": "linear",
-        "gam_df": 5,
-        "spline_df": 3,
-        "score": "accuracy",
-        "dependence": "independent",  # pingouin's p-values, over every checkpoint
-        "bootstrap": {"resamples": 50, "seed": 0},
-    }
+    settings = {**LINEAR_PAIRS, "bootstrap": {"resamples": 50, "seed": 0}}
     pairs = an.stability_pairs(per_prompt, scores, items, settings)
     # the axes that vary (Act, Ent) x the two OOD sets; zero axes are left out
     assert sorted(zip(pairs["axis"], pairs["ood"])) == [("Act", "neg"), ("Act", "sub"), ("Ent", "neg"), ("Ent", "sub")]
@@ -435,15 +438,7 @@ def test_twin_axes_are_one_pair_before_holm():
     set, named Act=BLEU, and Holm over the four distinct pairs, not six."""
     per_prompt, scores, items = trajectory_tables()
     per_prompt["BLEU"] = 3 * per_prompt["Act"] + 1
-    settings = {
-        "alpha": 0.05,
-        "method": "linear",
-        "gam_df": 5,
-        "spline_df": 3,
-        "score": "accuracy",
-        "dependence": "independent",
-        "bootstrap": {"resamples": 20, "seed": 0},
-    }
+    settings = {**LINEAR_PAIRS, "bootstrap": {"resamples": 20, "seed": 0}}
     pairs = an.stability_pairs(per_prompt, scores, items, settings)
     assert sorted(zip(pairs["axis"], pairs["ood"])) == [
         ("Act=BLEU", "neg"),
