@@ -85,14 +85,19 @@ def organism_own_setting(wildcards):
     return ORGANISM_SFT[wildcards.organism]["setting"]
 
 
+def fidelity_table_of(organism):
+    """Where rule sft_fidelity writes the organism's policy fidelity table."""
+    return f"{OUT}/organisms/{organism}/fidelity.parquet"
+
+
 def organism_fidelity_table(wildcards):
-    return f"{OUT}/organisms/{organism_of(wildcards)}/fidelity.parquet"
+    return fidelity_table_of(organism_of(wildcards))
 
 
 def organism_fidelity_tables():
     """The policy fidelity table of every organism an RL run starts from."""
     organisms = sorted({spec["organism"] for spec in ORGANISM_RUNS.values()})
-    return [f"{OUT}/organisms/{organism}/fidelity.parquet" for organism in organisms]
+    return [fidelity_table_of(organism) for organism in organisms]
 
 
 def organism_policy_fidelity(wildcards):
