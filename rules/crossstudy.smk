@@ -105,7 +105,10 @@ rule crossstudy_collect:
     conda:
         "../envs/shiftwork.yaml"
     params:
-        runs={run: {"study": study} for run, study in CROSS_RUNS.items()},
+        runs={
+            run: {"study": study, "answers": cross_answers(run)}
+            for run, study in CROSS_RUNS.items()
+        },
         R=STATS_R,
         alpha=TRAJECTORY["analysis"]["alpha"],
     script:

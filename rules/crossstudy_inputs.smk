@@ -82,6 +82,17 @@ def cross_score_settings(wildcards):
     }
 
 
+def cross_answers(run):
+    """The words a run's checkpoints answer with: the verbalisers of a trajectory run's suite
+    (its replies are labels); none for an organisms run, whose replies are free-form."""
+    if CROSS_RUNS[run] != "trajectory":
+        return []
+    return [
+        word.strip()
+        for word in TRAJECTORY["suites"][RUNS[run]["suite"]]["verbalisers"].values()
+    ]
+
+
 def cross_steps(run):
     """The checkpoint steps of ``run`` the cross-study scores: every k-th (step 0 always). An
     organisms run's steps are known once its RL job has run (rule train_rl is a checkpoint).

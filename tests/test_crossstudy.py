@@ -453,3 +453,146 @@ def test_twin_axes_are_one_pair_before_holm():
     alone = an.stability_pairs(trajectory_tables()[0], scores, items, settings).set_index(["axis", "ood"])
     merged = pairs.set_index(["axis", "ood"])
     assert merged.loc[("Act=BLEU", "neg"), "r_partial"] == pytest.approx(alone.loc[("Act", "neg"), "r_partial"])
+
+
+# per step: for each of three prompts, which of its three variants answer differently from it
+YES_NO_FLIPS = {
+    0: [(0, 0, 0), (0, 1, 0), (0, 0, 0)],
+    10: [(1, 0, 0), (1, 1, 0), (0, 0, 0)],
+    20: [(1, 1, 1), (0, 1, 0), (0, 0, 1)],
+    30: [(1, 1, 0), (1, 0, 1), (1, 1, 1)],
+}
+
+
+def yes_no_replies() -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(generations, probes) of one run whose every reply is Yes or No: each prompt answers Yes,
+    its variants flip to No as :data:`YES_NO_FLIPS` says."""
+    gens, probes = [], []
+    for step, prompts in YES_NO_FLIPS.items():
+        for k, flips in enumerate(prompts):
+            pid = f"p{k}"
+            rows = [("baseline", "none", f"{pid}-base", "Yes", 0.0)]
+            rows += [("noise", "spacing", f"{pid}-v{j}", "No" if f else "Yes", 3.0) for j, f in enumerate(flips)]
+            for family, kind, vid, reply, strength in rows:
+                key = {"model": "r", "dataset": "d", "prompt_id": pid, "variant_id": vid}
+                gens.append(
+                    {
+                        **key,
+                        "step": step,
+                        "family": family,
+                        "kind": kind,
+                        "position": "global",
+                        "strength": strength,
+                        "text": f"Q{k} {vid}",
+                        "model_input": f"<in>Q{k} {vid}",
+                        "response": " " + reply,
+                        "n_tokens": 1,
+                    }
+                )
+                # probe values that vary with neither the flips nor each other
+                j = int(vid[-1]) if vid[-1].isdigit() else 3
+                t = step // 10
+                lp, ent = -0.2 - 0.1 * ((t + 2 * k + j) % 4), 0.6 + 0.05 * ((3 * t + k + 2 * j) % 5)
+                probes.append({**key, "step": step, "logprob": lp, "entropy": ent, "act_cos": 0.99 - 0.01 * j})
+    return pd.DataFrame(gens), pd.DataFrame(probes)
+
+
+def test_yes_no_replies_are_measured_by_label_consistency_not_twin_text_axes():
+    """BLEU and BERT of a one-word reply are both affine in the flips (the twins the pair analysis
+    would count twice); once the replies are known to be labels, the run's stability is the
+    Label axis, each prompt's share of flipped variants worked out by hand from YES_NO_FLIPS, and
+    the text axes are not applicable."""
+    from shiftwork.crossstudy import replies
+    from shiftwork.stability.axes import axis_deltas
+
+    gens, probes = yes_no_replies()
+    deltas = pd.concat(
+        [
+            axis_deltas(
+                gens[gens["step"] == s].drop(columns="step"),
+                probes[probes["step"] == s].drop(columns="step"),
+                lambda c, r: np.full(len(c), 0.4),
+            ).assign(step=s)
+            for s in YES_NO_FLIPS
+        ],
+        ignore_index=True,
+    )
+    plain = cst.per_prompt(deltas, R).assign(study="trajectory")
+    # without the replies' kind, BLEU and BERT are one measurement
+    twins = an.axis_roles(an._series(plain, "r", cst.AXES), "r", cst.AXES).set_index("axis")
+    assert twins.loc["BERT", "role"] == "merged" and "BLEU=BERT" in twins.loc["BERT", "column"]
+
+    kinds = replies.reply_kinds(gens, {"r": ["Yes", "No"]})
+    assert kinds["labels"].all() and (kinds["label_share"] == 1.0).all() and (kinds["n_replies"] == 12).all()
+    per_prompt = replies.by_kind(plain, kinds)
+    sgs = cst.sgs(per_prompt)
+    pooled = sgs[sgs["dataset"] == cst.POOLED].set_index("step")
+    for step, prompts in YES_NO_FLIPS.items():
+        assert pooled.loc[step, "Label"] == pytest.approx(np.mean([sum(f) / 3 for f in prompts]))
+    assert pooled[["BLEU", "BERT", "MR"]].isna().all().all()
+    roles = an.axis_roles(pooled, "r").set_index("axis")
+    assert roles.loc["Label", "role"] == "measured" and "merged" not in set(roles["role"])
+    assert set(roles.index[roles["role"] == "not applicable"]) == {"BLEU", "BERT", "MR"}
+    assert roles.loc["BLEU", "reason"] == "not applicable: replies are labels (answer words: 1.000 of replies)"
+    # the paired tests run on Label and not on the text axes
+    changes = cst.changes(per_prompt)
+    assert set(changes["axis"]) == {"Act", "Prob", "Ent", "Label"}
+    label = changes[(changes["axis"] == "Label") & (changes["dataset"] == "d") & (changes["step"] == 30)].iloc[0]
+    assert label["change"] == pytest.approx(np.mean([2 / 3, 2 / 3, 3 / 3]) - 1 / 9)
+
+
+def test_free_form_replies_keep_the_text_axes_and_label_consistency_is_not_applicable():
+    from shiftwork.crossstudy import replies
+
+    gens, _ = yes_no_replies()
+    gens.loc[gens.index % 3 == 0, "response"] = "It depends on the premise."
+    kinds = replies.reply_kinds(gens, {"r": ["Yes", "No"]})
+    # a third of the replies are not answer words: below LABEL_SHARE
+    assert kinds["label_share"].tolist() == pytest.approx([2 / 3] * 4) and not kinds["labels"].any()
+    assert replies.reply_kinds(gens, {})["label_share"].isna().all()
+    # the hand-made deltas of two checkpoints (steps 0 and 5 of run r), with these replies' kinds
+    at = kinds[kinds["step"].isin([0, 10])].assign(step=[0, 5])
+    per_prompt = replies.by_kind(cst.per_prompt(deltas_table(), R), at)
+    assert per_prompt["Label"].isna().all() and per_prompt["BLEU"].notna().all()
+    series = per_prompt.groupby("step")[["BLEU", "Label", "label_share"]].mean()
+    assert an.axis_roles(series, "r", ["BLEU", "Label"]).set_index("axis").loc["Label", "reason"] == (
+        "not applicable: replies are free-form (answer words: 0.667 of replies)"
+    )
+
+
+def test_a_checkpoint_without_recorded_replies_is_an_error():
+    from shiftwork.crossstudy import replies
+
+    per_prompt = cst.per_prompt(deltas_table(), R)
+    kinds = pd.DataFrame([("r", 0, 4, 1.0, True)], columns=replies.KIND_COLUMNS)
+    with pytest.raises(ValueError, match=r"no replies recorded for checkpoint\(s\) \[\('r', 5\)\]"):
+        replies.by_kind(per_prompt, kinds)
+
+
+def test_findings_name_the_text_axes_not_applicable_to_label_replies():
+    from shiftwork.crossstudy import replies
+    from shiftwork.crossstudy.report import findings
+    from shiftwork.stability.axes import axis_deltas
+
+    gens, probes = yes_no_replies()
+    deltas = pd.concat(
+        [
+            axis_deltas(
+                gens[gens["step"] == s].drop(columns="step"),
+                probes[probes["step"] == s].drop(columns="step"),
+                lambda c, r: np.full(len(c), 0.4),
+            ).assign(step=s)
+            for s in YES_NO_FLIPS
+        ],
+        ignore_index=True,
+    )
+    per_prompt = replies.by_kind(cst.per_prompt(deltas, R), replies.reply_kinds(gens, {"r": ["Yes", "No"]}))
+    per_prompt.insert(0, "study", "trajectory")
+    sgs, changes = cst.sgs(per_prompt), cst.changes(per_prompt)
+    text = findings(sgs, changes, pd.DataFrame(), pd.DataFrame(), pd.DataFrame(), {"alpha": 0.05, "collapse": 0.05})
+    q1 = text.split("## 2.")[0]
+    note = "not applicable: replies are labels (answer words: 1.000 of replies)"
+    for axis in ("BLEU", "BERT", "MR"):
+        assert f"| {axis} |" in q1 and note in q1.split(f"| {axis} |")[1].split("\n")[0]
+    # Label at step 0 and 30 by hand: mean flip shares 1/9 and (2/3 + 2/3 + 1) / 3, tested at 3 steps
+    assert "| Label | 0.111 | 0.778 | 0.667 |" in q1 and "| 0 of 3 | never |  |" in q1.split("| Label |")[1]

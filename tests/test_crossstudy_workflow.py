@@ -78,10 +78,18 @@ def test_sgs_and_changes_follow_from_the_deltas(cross_dir):
         deltas = pd.read_parquet(res / "deltas" / run / f"step-{step}.parquet")
         variants = deltas[deltas["family"] != "baseline"]
         mine = per_prompt[(per_prompt["run"] == run) & (per_prompt["step"] == step)].set_index("prompt_id")
-        for axis in ("Act", "Prob", "BLEU"):
+        # the NLI run answers with labels: label consistency instead of the text axes
+        labels = run == "tiny-lora"
+        for axis in ("Act", "Prob") if labels else ("Act", "Prob", "BLEU"):
             scaled = variants[axis] / R[axis]
             rms = (scaled**2).groupby(variants["prompt_id"]).mean() ** 0.5
             assert mine[axis].reindex(rms.index).to_numpy() == pytest.approx(rms.to_numpy(), abs=1e-12)
+        flips = variants["flipped"].astype(float).groupby(variants["prompt_id"]).mean()
+        if labels:
+            assert mine["Label"].reindex(flips.index).to_numpy() == pytest.approx(flips.to_numpy(), abs=1e-12)
+            assert mine[["BLEU", "BERT", "MR"]].isna().all().all() and (mine["label_share"] == 1.0).all()
+        else:
+            assert mine["Label"].isna().all() and mine["label_share"].isna().all()
         pooled = sgs[(sgs["run"] == run) & (sgs["step"] == step) & (sgs["dataset"] == "all")].iloc[0]
         assert pooled["Act"] == pytest.approx(mine["Act"].mean()) and pooled["n_prompts"] == len(mine)
     # the NLI prompts: 3 of each of the tiny suite's sets; the organism: 2 of each of A-F
@@ -114,6 +122,8 @@ def test_pairs_and_organism_steps_match_the_studies_tables(cross_dir):
     wide = scores[scores["run"] == "tiny-lora"].pivot(index="step", columns="testset", values="lean_free_accuracy")
     pooled = sgs[(sgs["run"] == "tiny-lora") & (sgs["dataset"] == "all")].set_index("step")
     assert len(pairs) and set(pairs["ood"]) <= {"negation", "noise"}
+    # label replies: no text axis in the pairs
+    assert not {a for name in pairs["axis"] for a in name.split("=")} & {"BLEU", "BERT", "MR"}
     # twins analysed once, as A=B with the first's values: no two analysed axes are affinely the same
     analysed = sorted(pairs["axis"].unique())
     for k, a in enumerate(analysed):
@@ -138,5 +148,6 @@ def test_pairs_and_organism_steps_match_the_studies_tables(cross_dir):
     findings = (res / "findings.md").read_text()
     assert "Run `tiny-lora`" in findings and "Run `cov-ACE`" in findings
     assert f"{len(pairs)} (axis, OOD set) pairs over 4 checkpoints" in findings
+    assert "BLEU, BERT, MR not applicable: replies are labels (answer words: 1.000 of replies)" in findings
     for run in ("tiny-lora", "cov-ACE"):
         assert (res / "figures" / f"{run}.png").read_bytes()[:4] == b"\x89PNG"

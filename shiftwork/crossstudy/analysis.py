@@ -21,6 +21,7 @@ import pandas as pd
 import pingouin as pg
 from scipy import stats as sps
 
+from shiftwork.crossstudy.replies import CROSS_AXES, LABEL_AXIS, not_applicable
 from shiftwork.crossstudy.stats import AXES, POOLED
 from shiftwork.organisms.report import trained_policy_share
 from shiftwork.trajectory.analysis import PAIR_COLUMNS, label_bias, pair_table
@@ -43,30 +44,42 @@ share of variants whose answer flips): they are analysed as one axis, named ``A=
 multiple-testing correction counts them once."""
 ROLE_COLUMNS = ["run", "axis", "role", "column", "reason"]
 """Columns of :func:`axis_roles`: ``role`` is ``measured``, ``merged`` (into ``column``, with the
-correlation in ``reason``) or ``not measured`` (``column`` empty, ``reason`` says why)."""
+correlation in ``reason``), ``not applicable`` (the axis does not fit the run's replies,
+:mod:`shiftwork.crossstudy.replies`) or ``not measured`` (``column`` empty, ``reason`` says why)."""
 
 
 def _series(per_prompt: pd.DataFrame, run: str, axes: Sequence[str]) -> pd.DataFrame:
     """The run's SGS of each axis (the mean over prompts of the per-prompt values) per checkpoint."""
     rows = per_prompt[per_prompt["run"] == run]
-    return rows.groupby("step", sort=True)[list(axes)].mean()
+    columns = [a for a in axes if a in rows.columns] + (["label_share"] if "label_share" in rows.columns else [])
+    return rows.groupby("step", sort=True)[columns].mean()
 
 
-def axis_roles(series: pd.DataFrame, run: str, axes: Sequence[str] = AXES) -> pd.DataFrame:
+def axis_roles(series: pd.DataFrame, run: str, axes: Sequence[str] = CROSS_AXES) -> pd.DataFrame:
     """Which axes of ``run`` are analysed, and as which column, from their SGS ``series`` (one
-    column per axis, one row per checkpoint). An axis that is missing, zero at every checkpoint or
-    the same at every checkpoint is not measured (it cannot correlate with anything); an axis
-    whose series is affinely the same as an earlier one's (:data:`TWIN_R`, in ``axes`` order) is
-    merged into that one's column. Columns :data:`ROLE_COLUMNS`."""
+    column per axis, one row per checkpoint, and the replies' ``label_share`` where known). An
+    axis that does not fit the kind of the run's replies is not applicable
+    (:func:`shiftwork.crossstudy.replies.not_applicable`); one that is missing, zero at every
+    checkpoint, the same at every checkpoint or missing at some is not measured (it cannot
+    correlate with anything); an axis whose series is affinely the same as an earlier one's
+    (:data:`TWIN_R`, in ``axes`` order) is merged into that one's column. Columns
+    :data:`ROLE_COLUMNS`."""
     rows: list[tuple[str, str, str, str, str]] = []
     groups: list[list[str]] = []
+    unfit = not_applicable(series, axes)
     for axis in axes:
         values = series[axis].astype(float) if axis in series.columns else pd.Series(dtype=float)
+        if axis in unfit:
+            rows.append((run, axis, "not applicable", "", unfit[axis]))
+            continue
         if not values.notna().any():
             rows.append((run, axis, "not measured", "", "not observed at any checkpoint"))
             continue
         if float(values.max()) <= 0:
             rows.append((run, axis, "not measured", "", "zero at every checkpoint"))
+            continue
+        if values.isna().any():
+            rows.append((run, axis, "not measured", "", f"missing at {int(values.isna().sum())} checkpoint(s)"))
             continue
         if float(values.max() - values.min()) == 0:
             rows.append((run, axis, "not measured", "", f"{float(values.iloc[0]):.4g} at every checkpoint"))
@@ -137,7 +150,7 @@ def stability_pairs(
     scores: pd.DataFrame,
     items: pd.DataFrame,
     analysis: Mapping[str, Any],
-    axes: Sequence[str] = AXES,
+    axes: Sequence[str] = CROSS_AXES,
 ) -> pd.DataFrame:
     """Per trajectory run in ``per_prompt``, axis and OOD set: the partial correlation over the
     run's checkpoints of the axis's SGS with the OOD accuracy controlling for the ID accuracy, with
@@ -231,8 +244,8 @@ def organism_steps(
             b.columns = [f"{fam}_{what}" for what, fam in b.columns]
             merged = merged.merge(b.reset_index(), on=["step", "dataset"], how="left")
         parts.append(merged)
-    columns = ["study", "run", "step", "dataset", "role", "accuracy", "n_eval", "trained_policy_share", *AXES]
-    columns += ["flip_rate", "n_prompts", *BEHAVIOUR]
+    columns = ["study", "run", "step", "dataset", "role", "accuracy", "n_eval", "trained_policy_share", *CROSS_AXES]
+    columns += ["flip_rate", "label_share", "n_prompts", *BEHAVIOUR]
     if not parts:
         return pd.DataFrame(columns=columns)
     out = pd.concat(parts, ignore_index=True).reindex(columns=columns)
@@ -271,7 +284,7 @@ def organism_timing(steps: pd.DataFrame, changes: pd.DataFrame, collapse: float,
         moved = _accuracy_changes(part, alpha) if "n_eval" in part.columns else pd.Series(dtype=bool)
         accuracy_change_step = float(moved.index[moved.to_numpy()][0]) if moved.any() else float("nan")
         role = part["role"].iloc[0]
-        for axis in AXES:
+        for axis in [*AXES, LABEL_AXIS] if (changes["axis"] == LABEL_AXIS).any() else AXES:
             ch = changes[(changes["run"] == run) & (changes["dataset"] == dataset) & (changes["axis"] == axis)]
             ch = ch.sort_values("step")
             sig = ch.loc[ch["significant"], "step"]

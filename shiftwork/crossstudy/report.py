@@ -13,11 +13,12 @@ import numpy as np
 import pandas as pd
 
 from shiftwork.crossstudy.analysis import axis_roles
-from shiftwork.crossstudy.stats import AXES, POOLED
+from shiftwork.crossstudy.replies import CROSS_AXES, LABEL_AXIS, LABEL_SHARE
+from shiftwork.crossstudy.stats import POOLED
 from shiftwork.reports.figures import save_figure
 from shiftwork.reports.tables import to_markdown
 
-AXIS_COLOURS = dict(zip(AXES, ["#1b9e77", "#d95f02", "#7570b3", "#e7298a", "#66a61e", "#a6761d"]))
+AXIS_COLOURS = dict(zip(CROSS_AXES, ["#1b9e77", "#d95f02", "#7570b3", "#e7298a", "#66a61e", "#a6761d", "#444444"]))
 
 
 def _fmt_p(p: float) -> str:
@@ -31,8 +32,11 @@ def _step(value: float) -> str:
 def _axis_panel(ax, rows: pd.DataFrame, changes: pd.DataFrame, run: str, dataset: str) -> None:
     """Each axis's SGS along the run in ``rows``, divided by its largest value there (named in the
     legend) so that axes of very different size share the panel; a filled dot where the paired
-    test against step 0 is significant. An axis that is zero or missing throughout is left out."""
-    for axis in AXES:
+    test against step 0 is significant. An axis that is zero or missing throughout (or not
+    applicable to the replies) is left out."""
+    for axis in CROSS_AXES:
+        if axis not in rows.columns:
+            continue
         values = rows[axis].astype(float)
         top = float(values.max()) if values.notna().any() else 0.0
         if not np.isfinite(top) or top <= 0:
@@ -120,8 +124,13 @@ def _q1(changes: pd.DataFrame, sgs: pd.DataFrame, alpha: float) -> list[str]:
         return lines + ["No trajectory run was scored.", ""]
     for run, part in traj.groupby("run", sort=True):
         table = []
-        for axis in AXES:
+        unfit = _pooled_roles(sgs, run)
+        unfit = unfit[unfit["role"] == "not applicable"].set_index("axis")["reason"]
+        for axis in CROSS_AXES:
             ax = part[part["axis"] == axis].sort_values("step")
+            if axis in unfit.index:
+                table.append({"axis": axis, "note": unfit[axis]})
+                continue
             if ax.empty:
                 continue
             last = ax.iloc[-1]
@@ -135,11 +144,13 @@ def _q1(changes: pd.DataFrame, sgs: pd.DataFrame, alpha: float) -> list[str]:
                     "p (Holm)": _fmt_p(last["p_holm"]),
                     "steps differing": f"{int(ax['significant'].sum())} of {len(ax)}",
                     "first differing step": _step(float(sig.iloc[0]) if len(sig) else np.nan),
+                    "note": "",
                 }
             )
         table = pd.DataFrame(table)
         n = int(part["n"].max())
-        moved = table[table["p (Holm)"].map(lambda s: s != "n/a" and float(s) < alpha)]
+        tested = table[table["note"] == ""]
+        moved = tested[tested["p (Holm)"].map(lambda s: s != "n/a" and float(s) < alpha)]
         ups = [f"{r.axis} ({r.change:+.3f})" for r in moved.itertuples() if r.change > 0]
         downs = [f"{r.axis} ({r.change:+.3f})" for r in moved.itertuples() if r.change < 0]
         lines += [
@@ -148,10 +159,16 @@ def _q1(changes: pd.DataFrame, sgs: pd.DataFrame, alpha: float) -> list[str]:
             f"At the last checkpoint, less stable on: {', '.join(ups) or 'no axis'}; "
             f"more stable on: {', '.join(downs) or 'no axis'}.",
             "",
-            to_markdown(table.reset_index(drop=True)),
+            to_markdown(table.fillna("").reset_index(drop=True)),
             "",
         ]
     return lines
+
+
+def _pooled_roles(sgs: pd.DataFrame, run: str) -> pd.DataFrame:
+    """:func:`~shiftwork.crossstudy.analysis.axis_roles` of ``run`` from its pooled SGS series."""
+    series = sgs[(sgs["run"] == run) & (sgs["dataset"] == POOLED)].set_index("step").sort_index()
+    return axis_roles(series, run, CROSS_AXES)
 
 
 def _calibration_line(calibration: pd.DataFrame | None, run: str, n_sig: int) -> str:
@@ -173,14 +190,17 @@ def _calibration_line(calibration: pd.DataFrame | None, run: str, n_sig: int) ->
 
 
 def _roles_line(sgs: pd.DataFrame, run: str) -> str:
-    """The axes of ``run`` analysed as one (affine twins) and those not measured, with why."""
-    series = sgs[(sgs["run"] == run) & (sgs["dataset"] == POOLED)].set_index("step").sort_index()
-    roles = axis_roles(series, run, AXES)
+    """The axes of ``run`` analysed as one (affine twins), those not applicable to its replies and
+    those not measured, with why."""
+    roles = _pooled_roles(sgs, run)
     merged = roles[roles["role"] == "merged"]
-    missing = roles[roles["role"] == "not measured"]
     parts = [
         f"{r.axis} analysed with {r.column.split('=')[0]} as `{r.column}` ({r.reason})" for r in merged.itertuples()
     ]
+    unfit = roles[roles["role"] == "not applicable"]
+    if len(unfit):
+        parts.append(f"{', '.join(unfit['axis'])} {unfit['reason'].iloc[0]}")
+    missing = roles[roles["role"] == "not measured"]
     parts += [f"{r.axis} not measured ({r.reason})" for r in missing.itertuples()]
     return "Axes: " + ("; ".join(parts) + "." if parts else "every axis measured, no two the same measurement.")
 
@@ -309,7 +329,9 @@ def findings(
         "- Each test is within one run and one seed; checkpoints of a run are not independent samples of a population of models.",
         "- The paired tests compare the same prompts and variants across checkpoints; their multiple-comparison "
         "family is the steps of one (run, set, axis), not all tests of this page.",
-        "- One-token NLI answers make BLEU and BERT flip indicators and mirroring (MR) empty; see docs/crossstudy.md.",
+        f"- Where a checkpoint's replies are labels (at least {LABEL_SHARE} of them answer words), its stability is "
+        f"label consistency ({LABEL_AXIS}: per prompt, the share of variants whose answer differs from the prompt's); "
+        "BLEU, BERT and MR, which read a reply's text, are not applicable there. See docs/crossstudy.md.",
         "",
     ]
     return "\n".join(lines)

@@ -16,6 +16,7 @@ import pingouin as pg
 from scipy import stats as sps
 
 from shiftwork.checks import require_columns
+from shiftwork.crossstudy.replies import CROSS_AXES
 from shiftwork.stability import stats as sstats
 
 AXES = sstats.AXES
@@ -53,12 +54,18 @@ def per_prompt(deltas: pd.DataFrame, R: Mapping[str, float]) -> pd.DataFrame:
     return out.sort_values(["run", "step", "dataset", "prompt_id"], kind="stable").reset_index(drop=True)
 
 
+def _axes(per_prompt: pd.DataFrame) -> list[str]:
+    """The cross-study axes ``per_prompt`` has (label consistency once the replies' kind is known)."""
+    return [a for a in CROSS_AXES if a in per_prompt.columns]
+
+
 def sgs(per_prompt: pd.DataFrame) -> pd.DataFrame:
     """SGS (the mean over prompts of each axis's per-prompt instability) and the mean flip rate per
     (study, run, step, set), and per (study, run, step) over all the run's prompts as set
-    :data:`POOLED`; ``n_prompts`` each."""
+    :data:`POOLED`; ``n_prompts`` each, and the checkpoint's ``label_share`` where ``per_prompt``
+    has it. An axis not applicable to a checkpoint's replies is NaN there."""
     keys = ["study", "run", "step"]
-    values = [*AXES, "flip_rate"]
+    values = [*_axes(per_prompt), "flip_rate"] + (["label_share"] if "label_share" in per_prompt.columns else [])
     by_set = per_prompt.groupby([*keys, "dataset"], sort=True)[values].mean()
     by_set["n_prompts"] = per_prompt.groupby([*keys, "dataset"], sort=True).size()
     pooled = per_prompt.groupby(keys, sort=True)[values].mean()
@@ -91,8 +98,10 @@ def changes(per_prompt: pd.DataFrame, alpha: float = 0.05) -> pd.DataFrame:
         first = int(group["step"].min())
         if first != 0:
             raise ValueError(f"run {run}: no checkpoint at step 0 to compare with (first is {first})")
-        for axis in AXES:
+        for axis in _axes(group):
             wide = group.pivot_table(index="prompt_id", columns="step", values=axis, aggfunc="first")
+            if 0 not in wide.columns:
+                continue
             for step in [s for s in wide.columns if s != 0]:
                 both = wide[[0, step]].dropna()
                 t, p = _paired(both[step].to_numpy(float), both[0].to_numpy(float))

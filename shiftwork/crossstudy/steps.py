@@ -12,8 +12,8 @@ from typing import Any
 import pandas as pd
 
 from shiftwork.crossstudy import analysis as an
+from shiftwork.crossstudy import replies, stats
 from shiftwork.crossstudy import report as rep
-from shiftwork.crossstudy import stats
 from shiftwork.crossstudy.jobs import ScoredCheckpoint
 from shiftwork.crossstudy.prompts import model_inputs, nli_prompts, organism_prompts
 from shiftwork.logs import LOGGER
@@ -254,15 +254,20 @@ def crossstudy_collect(
     alpha: float,
     outs: Mapping[str, str],
 ) -> None:
-    """Per-prompt instability of every checkpoint (``per_prompt``), SGS per (run, step, set) and
-    pooled over the run's sets (``sgs``), each step's change from step 0 with a paired test over
-    the same prompts (``changes``, :func:`shiftwork.crossstudy.stats.changes`), and, for organism
-    checkpoints, how their parsed responses to baselines and variants fare (``behaviour``,
+    """Per-prompt instability of every checkpoint (``per_prompt``), with the axes that fit its
+    replies (:func:`shiftwork.crossstudy.replies.by_kind`: label consistency where they are
+    labels, the text axes where they are free-form), SGS per (run, step, set) and pooled over the
+    run's sets (``sgs``), each step's change from step 0 with a paired test over the same prompts
+    (``changes``, :func:`shiftwork.crossstudy.stats.changes`), and, for organism checkpoints, how
+    their parsed responses to baselines and variants fare (``behaviour``,
     :func:`shiftwork.crossstudy.stats.behaviour`, from ``generation_paths``). ``runs`` maps each
-    run to its ``study``."""
+    run to its ``study`` and its ``answers`` (the answer words; none for free-form runs)."""
     deltas = pd.concat([read_table(p) for p in delta_paths], ignore_index=True)
-    per_prompt = stats.per_prompt(deltas, R)
-    parsed = [g for g in (read_table(p) for p in generation_paths) if "correct" in g.columns]
+    generations = [read_table(p) for p in generation_paths]
+    answers = {run: list(spec.get("answers") or ()) for run, spec in runs.items()}
+    kinds = replies.reply_kinds(pd.concat(generations, ignore_index=True), answers)
+    per_prompt = replies.by_kind(stats.per_prompt(deltas, R), kinds)
+    parsed = [g for g in generations if "correct" in g.columns]
     if parsed:
         outs_behaviour = stats.behaviour(pd.concat(parsed, ignore_index=True))
     else:
@@ -275,7 +280,9 @@ def crossstudy_collect(
     write_table(sgs, outs["sgs"], prov)
     write_table(changes, outs["changes"], prov)
     write_table(outs_behaviour, outs["behaviour"], prov)
-    LOGGER.info("%d checkpoints of %d runs", sgs[["run", "step"]].drop_duplicates().shape[0], sgs["run"].nunique())
+    LOGGER.info(
+        "%d checkpoints of %d runs; replies:\n%s", len(kinds), sgs["run"].nunique(), kinds.to_string(index=False)
+    )
 
 
 def crossstudy_analyse(
@@ -325,7 +332,7 @@ def crossstudy_calibrate(
 
     per_prompt = read_table(per_prompt_path)
     traj = per_prompt[per_prompt["study"] == "trajectory"]
-    axes = {run: an.axis_columns(traj, run, an.AXES)[0] for run in sorted(traj["run"].unique())}
+    axes = {run: an.axis_columns(traj, run, replies.CROSS_AXES)[0] for run in sorted(traj["run"].unique())}
     axes = {run: table for run, table in axes.items() if not table.empty}
     table = calibrate_stability_pairs(axes, read_table(scores_path), read_table(items_path), analysis)
     LOGGER.info("%s", table.to_string(index=False))
