@@ -100,6 +100,7 @@ rule crossstudy_collect:
         sgs=res("crossstudy/sgs.parquet"),
         changes=res("crossstudy/changes.parquet"),
         behaviour=res("crossstudy/behaviour.parquet"),
+        replies=res("crossstudy/replies.parquet"),
     log:
         logs("crossstudy_collect.log"),
     conda:
@@ -161,6 +162,7 @@ rule crossstudy_report:
         pairs=res("crossstudy/pairs.parquet"),
         organisms_steps=res("crossstudy/organisms_steps.parquet"),
         organisms_timing=res("crossstudy/organisms_timing.parquet"),
+        replies=res("crossstudy/replies.parquet"),
         trajectory_scores=(
             [res("trajectory/scores.parquet")]
             if "trajectory" in CROSS_RUNS.values()

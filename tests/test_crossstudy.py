@@ -564,7 +564,7 @@ def test_a_checkpoint_without_recorded_replies_is_an_error():
     from shiftwork.crossstudy import replies
 
     per_prompt = cst.per_prompt(deltas_table(), R)
-    kinds = pd.DataFrame([("r", 0, 4, 1.0, True)], columns=replies.KIND_COLUMNS)
+    kinds = pd.DataFrame([("r", 0, 4, 1.0, True, "float32")], columns=replies.KIND_COLUMNS)
     with pytest.raises(ValueError, match=r"no replies recorded for checkpoint\(s\) \[\('r', 5\)\]"):
         replies.by_kind(per_prompt, kinds)
 
@@ -586,10 +586,14 @@ def test_findings_name_the_text_axes_not_applicable_to_label_replies():
         ],
         ignore_index=True,
     )
-    per_prompt = replies.by_kind(cst.per_prompt(deltas, R), replies.reply_kinds(gens, {"r": ["Yes", "No"]}))
+    kinds = replies.reply_kinds(gens.assign(dtype="bfloat16"), {"r": ["Yes", "No"]})
+    assert (kinds["dtype"] == "bfloat16").all()
+    per_prompt = replies.by_kind(cst.per_prompt(deltas, R), kinds)
     per_prompt.insert(0, "study", "trajectory")
     sgs, changes = cst.sgs(per_prompt), cst.changes(per_prompt)
-    text = findings(sgs, changes, pd.DataFrame(), pd.DataFrame(), pd.DataFrame(), {"alpha": 0.05, "collapse": 0.05})
+    settings = {"alpha": 0.05, "collapse": 0.05}
+    text = findings(sgs, changes, pd.DataFrame(), pd.DataFrame(), pd.DataFrame(), settings, None, kinds)
+    assert "Precision the checkpoints answered in (bfloat16: `r`)." in text
     q1 = text.split("## 2.")[0]
     note = "not applicable: replies are labels (answer words: 1.000 of replies)"
     for axis in ("BLEU", "BERT", "MR"):

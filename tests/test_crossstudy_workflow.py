@@ -149,5 +149,13 @@ def test_pairs_and_organism_steps_match_the_studies_tables(cross_dir):
     assert "Run `tiny-lora`" in findings and "Run `cov-ACE`" in findings
     assert f"{len(pairs)} (axis, OOD set) pairs over 4 checkpoints" in findings
     assert "BLEU, BERT, MR not applicable: replies are labels (answer words: 1.000 of replies)" in findings
+    kinds = pd.read_parquet(res / "replies.parquet").set_index("run")
+    assert kinds.loc["tiny-lora", "labels"].all() and not kinds.loc["cov-ACE", "labels"].any()
+    # each run under the precision its checkpoints answered in (the precision line: "dtype: `run`, ...; ...")
+    said = findings.split("Precision the checkpoints answered in (")[1].split(")")[0]
+    named = {
+        run.strip(" `"): part.split(": ")[0] for part in said.split("; ") for run in part.split(": ")[1].split(",")
+    }
+    assert named == kinds.groupby("run")["dtype"].first().to_dict()
     for run in ("tiny-lora", "cov-ACE"):
         assert (res / "figures" / f"{run}.png").read_bytes()[:4] == b"\x89PNG"

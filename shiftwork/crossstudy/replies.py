@@ -29,20 +29,22 @@ TEXT_AXES = ("BLEU", "BERT", "MR")
 """The axes that read a reply's text and form: not applicable to labels."""
 CROSS_AXES = (*AXES, LABEL_AXIS)
 """The cross-study's axes: the stability study's six and label consistency."""
-KIND_COLUMNS = ["run", "step", "n_replies", "label_share", "labels"]
+KIND_COLUMNS = ["run", "step", "n_replies", "label_share", "labels", "dtype"]
 
 
 def reply_kinds(generations: pd.DataFrame, answers: Mapping[str, Iterable[str]]) -> pd.DataFrame:
     """Per (run, step) of ``generations`` (one row per reply; the run in ``model``): how many
     replies there are, the share that are one of ``answers[run]`` (compared stripped; NaN for a
-    run without answer words) and whether they are ``labels`` (that share at least
-    :data:`LABEL_SHARE`). Columns :data:`KIND_COLUMNS`."""
+    run without answer words), whether they are ``labels`` (that share at least
+    :data:`LABEL_SHARE`) and the precision the checkpoint answered in (``dtype``, from the
+    generations' column of that name; empty when they have none). Columns :data:`KIND_COLUMNS`."""
     require_columns(generations, ["model", "step", "response"], "crossstudy generations")
     rows = []
     for (run, step), part in generations.groupby(["model", "step"], sort=True):
         words = {str(w).strip() for w in answers.get(run, ())}
         share = float(part["response"].astype(str).str.strip().isin(words).mean()) if words else float("nan")
-        rows.append((run, int(step), len(part), share, bool(np.isfinite(share) and share >= LABEL_SHARE)))
+        dtype = ",".join(sorted(part["dtype"].astype(str).unique())) if "dtype" in part.columns else ""
+        rows.append((run, int(step), len(part), share, bool(np.isfinite(share) and share >= LABEL_SHARE), dtype))
     return pd.DataFrame(rows, columns=KIND_COLUMNS)
 
 

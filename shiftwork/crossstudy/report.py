@@ -165,6 +165,21 @@ def _q1(changes: pd.DataFrame, sgs: pd.DataFrame, alpha: float) -> list[str]:
     return lines
 
 
+def _precision_line(replies: pd.DataFrame) -> str:
+    """The precision each run's checkpoints answered in (a finding may change with it)."""
+    if replies.empty:
+        return "Precision: no checkpoint was scored."
+    per_run = replies.groupby("run", sort=True)["dtype"].agg(lambda d: ", ".join(sorted(set(d) - {""})) or "unrecorded")
+    by_dtype: dict[str, list[str]] = {}
+    for run, dtype in per_run.items():
+        by_dtype.setdefault(dtype, []).append(f"`{run}`")
+    said = "; ".join(f"{dtype}: {', '.join(runs)}" for dtype, runs in sorted(by_dtype.items()))
+    return (
+        f"Precision the checkpoints answered in ({said}). With `dtype: auto` it follows the CPU's capability, and "
+        "a finding can change with it."
+    )
+
+
 def _pooled_roles(sgs: pd.DataFrame, run: str) -> pd.DataFrame:
     """:func:`~shiftwork.crossstudy.analysis.axis_roles` of ``run`` from its pooled SGS series."""
     series = sgs[(sgs["run"] == run) & (sgs["dataset"] == POOLED)].set_index("step").sort_index()
@@ -311,8 +326,11 @@ def findings(
     timing: pd.DataFrame,
     settings: Mapping[str, float],
     calibration: pd.DataFrame | None = None,
+    replies: pd.DataFrame | None = None,
 ) -> str:
-    """The findings section: the three questions answered with this run's numbers."""
+    """The findings section: the three questions answered with this run's numbers, after the
+    precision each run's checkpoints answered in (``replies``:
+    :func:`shiftwork.crossstudy.replies.reply_kinds`)."""
     alpha, collapse = float(settings["alpha"]), float(settings["collapse"])
     lines = [
         "# Cross-study findings",
@@ -322,6 +340,8 @@ def findings(
         "normalised per-prompt RMS instability, averaged over prompts; higher is less stable.",
         "",
     ]
+    if replies is not None:
+        lines += [_precision_line(replies), ""]
     lines += _q1(changes, sgs, alpha) + _q2(pairs, alpha, calibration, sgs) + _q3(steps, timing, alpha, collapse)
     lines += [
         "## Caveats",

@@ -128,6 +128,7 @@ def crossstudy_score(
     deltas = _checked_deltas(gens, probes, encoder_name, encoder_spec, b, settings["bleu"], checkpoint)
     if settings.get("setting"):
         gens = with_parsed(gens, prompts, settings["setting"])
+    gens = gens.assign(dtype=str(lm.dtype).removeprefix("torch."))
     for frame in (gens, probes, deltas):
         frame.insert(1, "step", int(checkpoint.step))
     record = {
@@ -261,7 +262,8 @@ def crossstudy_collect(
     (``changes``, :func:`shiftwork.crossstudy.stats.changes`), and, for organism checkpoints, how
     their parsed responses to baselines and variants fare (``behaviour``,
     :func:`shiftwork.crossstudy.stats.behaviour`, from ``generation_paths``). ``runs`` maps each
-    run to its ``study`` and its ``answers`` (the answer words; none for free-form runs)."""
+    run to its ``study`` and its ``answers`` (the answer words; none for free-form runs).
+    ``replies``: each checkpoint's replies' kind and precision."""
     deltas = pd.concat([read_table(p) for p in delta_paths], ignore_index=True)
     generations = [read_table(p) for p in generation_paths]
     answers = {run: list(spec.get("answers") or ()) for run, spec in runs.items()}
@@ -280,6 +282,7 @@ def crossstudy_collect(
     write_table(sgs, outs["sgs"], prov)
     write_table(changes, outs["changes"], prov)
     write_table(outs_behaviour, outs["behaviour"], prov)
+    write_table(kinds, outs["replies"], prov)
     LOGGER.info(
         "%d checkpoints of %d runs; replies:\n%s", len(kinds), sgs["run"].nunique(), kinds.to_string(index=False)
     )
@@ -348,7 +351,7 @@ def crossstudy_report(
     calibration: str | None = None,
 ) -> None:
     """The figures (``figures[run]`` = (png, svg) for every scored run) and the findings page.
-    ``inputs``: sgs, changes, pairs, organisms_steps, organisms_timing."""
+    ``inputs``: sgs, changes, pairs, organisms_steps, organisms_timing, replies."""
     sgs, changes = read_table(inputs["sgs"]), read_table(inputs["changes"])
     pairs, steps, timing = (read_table(inputs[k]) for k in ("pairs", "organisms_steps", "organisms_timing"))
     scores = read_table(trajectory_scores) if trajectory_scores else pd.DataFrame()
@@ -361,4 +364,5 @@ def crossstudy_report(
         else:
             rep.organism_figure(steps, changes, run, png, svg)
     cal = read_table(calibration) if calibration else None
-    write_text(rep.findings(sgs, changes, pairs, steps, timing, settings, cal), out_findings)
+    kinds = read_table(inputs["replies"])
+    write_text(rep.findings(sgs, changes, pairs, steps, timing, settings, cal, kinds), out_findings)
