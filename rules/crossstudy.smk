@@ -185,6 +185,7 @@ rule crossstudy_report:
         settings={
             "alpha": TRAJECTORY["analysis"]["alpha"],
             "collapse": ORGANISMS["headline"]["held_out_accuracy"],
+            "pinned": TRAJECTORY["analysis"]["pinned"],
         },
     script:
         "../scripts/crossstudy_report.py"

@@ -330,6 +330,7 @@ LINEAR_PAIRS = {
     "spline_df": 3,
     "score": "accuracy",
     "dependence": "independent",
+    "pinned": None,
 }
 
 
@@ -363,6 +364,7 @@ def test_stability_pairs_read_the_trajectory_analysis_score():
         "gam_df": 5,
         "spline_df": 3,
         "bootstrap": {"resamples": 20, "seed": 0},
+        "pinned": None,
     }
     # the default score is the lean-free accuracy, a column this table lacks
     with pytest.raises(ValueError, match="lacks column 'lean_free_accuracy'.*rerun collect_scores"):
@@ -592,7 +594,9 @@ def test_findings_name_the_text_axes_not_applicable_to_label_replies():
     per_prompt.insert(0, "study", "trajectory")
     sgs, changes = cst.sgs(per_prompt), cst.changes(per_prompt)
     settings = {"alpha": 0.05, "collapse": 0.05}
-    text = findings(sgs, changes, pd.DataFrame(), pd.DataFrame(), pd.DataFrame(), settings, None, kinds)
+    empty = pd.DataFrame()
+    tables = {"sgs": sgs, "changes": changes, "pairs": empty, "organisms_steps": empty, "organisms_timing": empty}
+    text = findings(tables | {"replies": kinds}, settings)
     assert "Precision the checkpoints answered in (bfloat16: `r`)." in text
     q1 = text.split("## 2.")[0]
     note = "not applicable: replies are labels (answer words: 1.000 of replies)"
@@ -600,3 +604,28 @@ def test_findings_name_the_text_axes_not_applicable_to_label_replies():
         assert f"| {axis} |" in q1 and note in q1.split(f"| {axis} |")[1].split("\n")[0]
     # Label at step 0 and 30 by hand: mean flip shares 1/9 and (2/3 + 2/3 + 1) / 3, tested at 3 steps
     assert "| Label | 0.111 | 0.778 | 0.667 |" in q1 and "| 0 of 3 | never |  |" in q1.split("| Label |")[1]
+
+
+def test_the_pairs_leave_out_pinned_checkpoints_as_the_trajectory_analysis_does():
+    """Of ten scored checkpoints, steps 0 and 4 predict entailment for at least 0.8 of the test
+    items (one at 0.2, the other label's 0.8): left out of the pairs, which then run over the
+    other eight; with two more pinned fewer than MIN_UNPINNED (8) would remain, so all stay."""
+    per_prompt, scores, items = trajectory_tables()
+    more = per_prompt[per_prompt["step"] >= 12].assign(step=lambda f: f["step"] + 4)  # steps 16, 18
+    per_prompt = pd.concat([per_prompt, more], ignore_index=True)
+    extra = scores[scores["step"] >= 12].assign(step=lambda f: f["step"] + 4)
+    scores = pd.concat([scores, extra], ignore_index=True)
+    items = pd.concat([items, items[items["step"] >= 12].assign(step=lambda f: f["step"] + 4)], ignore_index=True)
+    share = {0: 0.9, 4: 0.2, 8: 0.79}
+    scores["entailment_share"] = scores["step"].map(share).fillna(0.5)
+    steps = an.pair_steps(per_prompt, scores, 0.8)
+    assert steps == {"r": ([2, 6, 8, 10, 12, 14, 16, 18], [0, 4])}
+    assert an.pair_steps(per_prompt, scores, None) == {"r": (list(range(0, 20, 2)), [])}
+    pinned_more = scores.assign(entailment_share=scores["step"].map({**share, 8: 0.85, 10: 0.9}).fillna(0.5))
+    assert an.pair_steps(per_prompt, pinned_more, 0.8) == {"r": (list(range(0, 20, 2)), [])}
+    settings = {**LINEAR_PAIRS, "pinned": 0.8, "bootstrap": {"resamples": 0, "seed": 0}}
+    pairs = an.stability_pairs(per_prompt, scores, items, settings)
+    assert set(pairs["n"]) == {8}
+    kept = an.analysed_rows(per_prompt, steps)
+    alone = an.stability_pairs(kept, scores, items, {**settings, "pinned": None})
+    assert pairs["r_partial"].tolist() == pytest.approx(alone["r_partial"].tolist())

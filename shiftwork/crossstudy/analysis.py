@@ -25,7 +25,7 @@ from shiftwork.crossstudy.replies import CROSS_AXES, LABEL_AXIS, not_applicable
 from shiftwork.crossstudy.stats import AXES, POOLED
 from shiftwork.organisms.report import trained_policy_share
 from shiftwork.trajectory.analysis import PAIR_COLUMNS, label_bias, pair_table
-from shiftwork.trajectory.scores import analysis_scores
+from shiftwork.trajectory.scores import MIN_UNPINNED, analysis_scores, pinned_steps
 from shiftwork.trajectory.sections import AnalysisSettings
 
 AXIS_PREFIX = "SGS "
@@ -123,6 +123,30 @@ def axis_columns(per_prompt: pd.DataFrame, run: str, axes: Sequence[str]) -> tup
     )
 
 
+def pair_steps(per_prompt: pd.DataFrame, scores: pd.DataFrame, pinned: float | None) -> dict[str, tuple[list, list]]:
+    """Per run of ``per_prompt``: (the scored checkpoints the pair analysis reads, those it leaves
+    out). As in the trajectory analysis (config ``trajectory.analysis.pinned``), a checkpoint whose
+    test predictions are at least ``pinned`` one label is left out, its OOD scores measuring the
+    label lean rather than the sets, unless fewer than :data:`~shiftwork.trajectory.scores.MIN_UNPINNED`
+    scored checkpoints would remain (then all stay, and none is named left out)."""
+    pinned_at = pinned_steps(scores, pinned)
+    out = {}
+    for run in sorted(per_prompt["run"].unique()):
+        scored = sorted(int(s) for s in per_prompt.loc[per_prompt["run"] == run, "step"].unique())
+        out_steps = [s for s in scored if s in set(pinned_at.get(run, ()))]
+        if len(scored) - len(out_steps) < MIN_UNPINNED:
+            out_steps = []
+        out[run] = ([s for s in scored if s not in out_steps], out_steps)
+    return out
+
+
+def analysed_rows(per_prompt: pd.DataFrame, steps: Mapping[str, tuple[list, list]]) -> pd.DataFrame:
+    """The rows of ``per_prompt`` at the checkpoints :func:`pair_steps` keeps."""
+    kept = {(run, step) for run, (analysed, _) in steps.items() for step in analysed}
+    keep = [(run, int(step)) in kept for run, step in zip(per_prompt["run"], per_prompt["step"])]
+    return per_prompt[np.asarray(keep, dtype=bool)]
+
+
 def _readjust(pairs: pd.DataFrame, alpha: float, method: str) -> pd.DataFrame:
     """The Holm and BH columns and the sign, recomputed within each run's kept pairs."""
     out = []
@@ -159,13 +183,15 @@ def stability_pairs(
     OOD and ID columns are the trajectory analysis's ``score``
     (:func:`~shiftwork.trajectory.scores.analysis_scores`); the axis columns are the plain means
     over prompts. ``scores`` and ``items`` are the trajectory study's tables; only the checkpoints
-    scored for stability are used. Columns :data:`PAIR_KEEP`."""
+    scored for stability are used, less those the trajectory analysis leaves out as pinned
+    (:func:`pair_steps`). Columns :data:`PAIR_KEEP`."""
     frames = []
     boot = analysis["bootstrap"]
     settings = AnalysisSettings.from_config(analysis)
     score = settings.score
-    # pinned checkpoints stay: a run scored for stability at a few checkpoints has none to spare
-    scores = analysis_scores(scores, score)
+    table = analysis_scores(scores, score)
+    per_prompt = analysed_rows(per_prompt, pair_steps(per_prompt, scores, settings.pinned))
+    scores = table
     for run in sorted(per_prompt["run"].unique()):
         steps = sorted(per_prompt.loc[per_prompt["run"] == run, "step"].unique())
         acc = scores[(scores["run"] == run) & scores["step"].isin(steps)]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 import matplotlib
 
@@ -220,8 +220,24 @@ def _roles_line(sgs: pd.DataFrame, run: str) -> str:
     return "Axes: " + ("; ".join(parts) + "." if parts else "every axis measured, no two the same measurement.")
 
 
+def _pinned_line(run: str, left_out: Mapping[str, Sequence[int]] | None) -> list[str]:
+    """Which of ``run``'s scored checkpoints the pairs and their calibration leave out as pinned."""
+    steps = list((left_out or {}).get(run, ()))
+    if not steps:
+        return []
+    return [
+        f"Checkpoints left out of the pairs and their calibration, as the trajectory analysis leaves them out "
+        f"(test predictions at least `trajectory.analysis.pinned` one label): steps {', '.join(map(str, steps))}.",
+        "",
+    ]
+
+
 def _q2(
-    pairs: pd.DataFrame, alpha: float, calibration: pd.DataFrame | None = None, sgs: pd.DataFrame | None = None
+    pairs: pd.DataFrame,
+    alpha: float,
+    calibration: pd.DataFrame | None = None,
+    sgs: pd.DataFrame | None = None,
+    left_out: Mapping[str, Sequence[int]] | None = None,
 ) -> list[str]:
     lines = ["## 2. Does stability track OOD accuracy beyond ID accuracy?", ""]
     if pairs.empty:
@@ -242,6 +258,7 @@ def _q2(
             "",
             _calibration_line(calibration, run, len(sig)),
             "",
+            *_pinned_line(run, left_out),
         ]
         if sgs is not None:
             lines += [_roles_line(sgs, run), ""]
@@ -319,18 +336,19 @@ def _q3(steps: pd.DataFrame, timing: pd.DataFrame, alpha: float, collapse: float
 
 
 def findings(
-    sgs: pd.DataFrame,
-    changes: pd.DataFrame,
-    pairs: pd.DataFrame,
-    steps: pd.DataFrame,
-    timing: pd.DataFrame,
+    tables: Mapping[str, pd.DataFrame | None],
     settings: Mapping[str, float],
-    calibration: pd.DataFrame | None = None,
-    replies: pd.DataFrame | None = None,
+    left_out: Mapping[str, Sequence[int]] | None = None,
 ) -> str:
     """The findings section: the three questions answered with this run's numbers, after the
-    precision each run's checkpoints answered in (``replies``:
-    :func:`shiftwork.crossstudy.replies.reply_kinds`)."""
+    precision each run's checkpoints answered in. ``tables``: sgs, changes, pairs,
+    organisms_steps, organisms_timing, and where there are any calibration (the stability pairs')
+    and replies (:func:`shiftwork.crossstudy.replies.reply_kinds`). ``left_out``: per trajectory
+    run, the scored checkpoints the pairs leave out as pinned
+    (:func:`shiftwork.crossstudy.analysis.pair_steps`)."""
+    sgs, changes, pairs = tables["sgs"], tables["changes"], tables["pairs"]
+    steps, timing = tables["organisms_steps"], tables["organisms_timing"]
+    calibration, replies = tables.get("calibration"), tables.get("replies")
     alpha, collapse = float(settings["alpha"]), float(settings["collapse"])
     lines = [
         "# Cross-study findings",
@@ -342,7 +360,9 @@ def findings(
     ]
     if replies is not None:
         lines += [_precision_line(replies), ""]
-    lines += _q1(changes, sgs, alpha) + _q2(pairs, alpha, calibration, sgs) + _q3(steps, timing, alpha, collapse)
+    lines += (
+        _q1(changes, sgs, alpha) + _q2(pairs, alpha, calibration, sgs, left_out) + _q3(steps, timing, alpha, collapse)
+    )
     lines += [
         "## Caveats",
         "",

@@ -22,6 +22,7 @@ from shiftwork.organisms.transcripts import parse_response
 from shiftwork.provenance import make_provenance
 from shiftwork.stability import gate as gate_mod
 from shiftwork.tables import read_table, write_table, write_text
+from shiftwork.trajectory.sections import AnalysisSettings
 
 STUDIES = ("trajectory", "organisms")
 
@@ -330,14 +331,18 @@ def crossstudy_calibrate(
     per_prompt_path: str, scores_path: str, items_path: str, analysis: Mapping[str, Any], out: str
 ) -> None:
     """The stability pairs' calibration (:func:`shiftwork.crossstudy.calibration.calibrate_stability_pairs`)
-    for every trajectory run the cross-study scored; ``analysis`` is config ``trajectory.analysis``."""
+    for every trajectory run the cross-study scored, at the checkpoints the pairs read
+    (:func:`shiftwork.crossstudy.analysis.pair_steps`); ``analysis`` is config ``trajectory.analysis``."""
     from shiftwork.crossstudy.calibration import calibrate_stability_pairs
 
     per_prompt = read_table(per_prompt_path)
+    scores = read_table(scores_path)
     traj = per_prompt[per_prompt["study"] == "trajectory"]
+    pinned = AnalysisSettings.from_config(analysis).pinned
+    traj = an.analysed_rows(traj, an.pair_steps(traj, scores, pinned))
     axes = {run: an.axis_columns(traj, run, replies.CROSS_AXES)[0] for run in sorted(traj["run"].unique())}
     axes = {run: table for run, table in axes.items() if not table.empty}
-    table = calibrate_stability_pairs(axes, read_table(scores_path), read_table(items_path), analysis)
+    table = calibrate_stability_pairs(axes, scores, read_table(items_path), analysis)
     LOGGER.info("%s", table.to_string(index=False))
     write_table(table, out, make_provenance("crossstudy_calibrate", dict(analysis)))
 
@@ -365,4 +370,10 @@ def crossstudy_report(
             rep.organism_figure(steps, changes, run, png, svg)
     cal = read_table(calibration) if calibration else None
     kinds = read_table(inputs["replies"])
-    write_text(rep.findings(sgs, changes, pairs, steps, timing, settings, cal, kinds), out_findings)
+    traj = sgs[sgs["study"] == "trajectory"]
+    left_out = {}
+    if len(traj) and len(scores):
+        left_out = {run: out for run, (_, out) in an.pair_steps(traj, scores, settings.get("pinned")).items()}
+    tables = {"sgs": sgs, "changes": changes, "pairs": pairs, "organisms_steps": steps, "organisms_timing": timing}
+    tables |= {"calibration": cal, "replies": kinds}
+    write_text(rep.findings(tables, settings, left_out), out_findings)
