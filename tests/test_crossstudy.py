@@ -499,26 +499,31 @@ def yes_no_replies() -> tuple[pd.DataFrame, pd.DataFrame]:
     return pd.DataFrame(gens), pd.DataFrame(probes)
 
 
+def yes_no_deltas() -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(generations, the stability study's axis deltas at every step) of :func:`yes_no_replies`,
+    with a fake BERTScore of 0.4 for every changed reply."""
+    from shiftwork.stability.axes import axis_deltas
+
+    gens, probes = yes_no_replies()
+    per_step = [
+        axis_deltas(
+            gens[gens["step"] == s].drop(columns="step"),
+            probes[probes["step"] == s].drop(columns="step"),
+            lambda c, r: np.full(len(c), 0.4),
+        ).assign(step=s)
+        for s in YES_NO_FLIPS
+    ]
+    return gens, pd.concat(per_step, ignore_index=True)
+
+
 def test_yes_no_replies_are_measured_by_label_consistency_not_twin_text_axes():
     """BLEU and BERT of a one-word reply are both affine in the flips (the twins the pair analysis
     would count twice); once the replies are known to be labels, the run's stability is the
     Label axis, each prompt's share of flipped variants worked out by hand from YES_NO_FLIPS, and
     the text axes are not applicable."""
     from shiftwork.crossstudy import replies
-    from shiftwork.stability.axes import axis_deltas
 
-    gens, probes = yes_no_replies()
-    deltas = pd.concat(
-        [
-            axis_deltas(
-                gens[gens["step"] == s].drop(columns="step"),
-                probes[probes["step"] == s].drop(columns="step"),
-                lambda c, r: np.full(len(c), 0.4),
-            ).assign(step=s)
-            for s in YES_NO_FLIPS
-        ],
-        ignore_index=True,
-    )
+    gens, deltas = yes_no_deltas()
     plain = cst.per_prompt(deltas, R).assign(study="trajectory")
     # without the replies' kind, BLEU and BERT are one measurement
     twins = an.axis_roles(an._series(plain, "r", cst.AXES), "r", cst.AXES).set_index("axis")
@@ -574,20 +579,8 @@ def test_a_checkpoint_without_recorded_replies_is_an_error():
 def test_findings_name_the_text_axes_not_applicable_to_label_replies():
     from shiftwork.crossstudy import replies
     from shiftwork.crossstudy.report import findings
-    from shiftwork.stability.axes import axis_deltas
 
-    gens, probes = yes_no_replies()
-    deltas = pd.concat(
-        [
-            axis_deltas(
-                gens[gens["step"] == s].drop(columns="step"),
-                probes[probes["step"] == s].drop(columns="step"),
-                lambda c, r: np.full(len(c), 0.4),
-            ).assign(step=s)
-            for s in YES_NO_FLIPS
-        ],
-        ignore_index=True,
-    )
+    gens, deltas = yes_no_deltas()
     kinds = replies.reply_kinds(gens.assign(dtype="bfloat16"), {"r": ["Yes", "No"]})
     assert (kinds["dtype"] == "bfloat16").all()
     per_prompt = replies.by_kind(cst.per_prompt(deltas, R), kinds)
