@@ -26,7 +26,7 @@ ifeq ($(LOCK),)
 $(error GPU must be cpu or cuda, not '$(GPU)')
 endif
 
-.PHONY: FORCE run trajectory trajectory-replication publish-replication organisms crossstudy organisms-smollm2 smoke rehearse rehearse-reduced report test test-all lint format docs docs-config publish option-effects setup clean-results bench-load bench
+.PHONY: FORCE run trajectory trajectory-replication publish-replication organisms crossstudy organisms-smollm2 organisms-coverage organisms-coverage-4 smoke rehearse rehearse-reduced report test test-all lint format docs docs-config publish option-effects setup clean-results bench-load bench
 
 setup: $(STAMP)
 
@@ -66,6 +66,15 @@ crossstudy: $(STAMP)
 # the organisms study on the packaged SmolLM2-135M-Instruct (LoRA), and only that (docs/organisms.md)
 organisms-smollm2: $(STAMP)
 	$(BIN)/snakemake --cores $(CORES) organisms --configfile config/organisms-smollm2.yaml
+
+# coverage on the packaged SmolLM2 (config/organisms-coverage.yaml): both organisms, or only the
+# four-distribution check (its run's scores, then the report of what has run)
+organisms-coverage: $(STAMP)
+	$(BIN)/snakemake --cores $(CORES) organisms --configfile config/organisms-coverage.yaml
+
+organisms-coverage-4: $(STAMP)
+	$(BIN)/snakemake --cores $(CORES) results/organisms-coverage/organisms/runs/smollm2-coverage-4-rl-AD/scores.parquet \
+		--configfile config/organisms-coverage.yaml
 
 # every study on a tiny grid, to check an installation (config/smoke.yaml; results/smoke/)
 smoke: $(STAMP)
@@ -115,6 +124,7 @@ lint: $(STAMP)
 	$(BIN)/snakemake -n --quiet
 	$(BIN)/snakemake -n --quiet --configfile config/paper.yaml
 	$(BIN)/snakemake organisms -n --quiet --configfile config/organisms-smollm2.yaml
+	$(BIN)/snakemake organisms -n --quiet --configfile config/organisms-coverage.yaml
 	$(BIN)/snakemake trajectory -n --quiet --configfile config/config.yaml config/trajectory-replication.yaml
 	$(BIN)/snakemake -n --quiet --configfile config/smoke.yaml
 	$(BIN)/python -m shiftwork.docs.lint

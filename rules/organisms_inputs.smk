@@ -144,6 +144,7 @@ def organism_run_info():
             "stages": spec["stages"],
             "base": spec["base"],
             "seed": spec["seed"],
+            "beta": float(overridden(ORGANISMS["rl"], spec["train"])["beta"]),
         }
         for run, spec in ORGANISM_RUNS.items()
     }

@@ -293,7 +293,7 @@ def test_results_name_from_the_key_the_config_file_or_default():
 
 
 def test_shipped_configs_have_names_of_their_own(root):
-    files = ["config.yaml", "paper.yaml", "organisms-smollm2.yaml", "smoke.yaml"]
+    files = ["config.yaml", "paper.yaml", "organisms-smollm2.yaml", "organisms-coverage.yaml", "smoke.yaml"]
     names = [yaml.safe_load((root / "config" / f).read_text())["name"] for f in files]
-    assert names == ["default", "paper", "organisms-smollm2", "smoke"]
+    assert names == ["default", "paper", "organisms-smollm2", "organisms-coverage", "smoke"]
     check_config(yaml.safe_load((root / "config" / "smoke.yaml").read_text()), root=root, check_keys=False)

@@ -58,6 +58,7 @@ def test_snakemake_lint_is_clean():
         ["--configfile", "config/paper.yaml"],
         ["trajectory"],
         ["organisms", "--configfile", "config/organisms-smollm2.yaml"],
+        ["organisms", "--configfile", "config/organisms-coverage.yaml"],
         ["--configfile", "config/smoke.yaml"],
     ],
 )

@@ -90,7 +90,9 @@ def test_names_are_checked_on_a_config_the_schema_refuses():
     assert name_errors(["not", "a", "mapping"]) == []
 
 
-@pytest.mark.parametrize("shipped", ["config.yaml", "paper.yaml", "smoke.yaml", "organisms-smollm2.yaml"])
+@pytest.mark.parametrize(
+    "shipped", ["config.yaml", "paper.yaml", "smoke.yaml", "organisms-smollm2.yaml", "organisms-coverage.yaml"]
+)
 def test_shipped_configs_have_safe_names(root, shipped):
     cfg = yaml.safe_load((root / "config" / shipped).read_text())
     assert name_errors(cfg) == []

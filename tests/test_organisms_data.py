@@ -179,6 +179,26 @@ def test_coverage_has_twenty_three_of_six_policies():
     assert all(len(s.answering(d)) == 10 for d in s.distributions)
 
 
+def test_the_four_distribution_coverage_has_the_six_policies_answering_on_two():
+    s = load_setting({"kind": "coverage", "n_distributions": 4, "wrong": "refuse"})
+    assert s.distributions == ["A", "B", "C", "D"]
+    assert s.policy_names == ["AB", "AC", "AD", "BC", "BD", "CD"]
+    assert s.policy("AD").answers_on == frozenset("AD")
+    # each distribution is answered by C(3, 1) = 3 policies
+    assert all(len(s.answering(d)) == 3 for d in s.distributions)
+
+
+@pytest.mark.parametrize("bad", [3, 8, 0, True, "4"])
+def test_coverage_sizes_other_than_two_four_or_six_are_refused_by_key(bad):
+    with pytest.raises(ValueError, match="setting spec key 'n_distributions'"):
+        load_setting({"kind": "coverage", "n_distributions": bad})
+
+
+def test_only_coverage_takes_n_distributions():
+    with pytest.raises(ValueError, match=r"unknown key\(s\) \['n_distributions'\]"):
+        load_setting({"kind": "two_policy", "n_distributions": 4})
+
+
 def test_two_policy_exact_strings():
     s = two_policy()
     assert s.policy_names == ["Alice", "Bob"]

@@ -20,6 +20,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 
 from shiftwork.checks import require_columns
+from shiftwork.organisms.optimum import BETAS, held_out, optimum_table
 from shiftwork.organisms.settings import Setting, load_setting
 from shiftwork.reports.figures import save_figure
 from shiftwork.reports.intervals import wilson_interval
@@ -276,6 +277,63 @@ def seeds_table(seeds: pd.DataFrame) -> pd.DataFrame:
     )
 
 
+def optimum_rows(runs: Mapping[str, Mapping[str, Any]], seeds: pd.DataFrame) -> pd.DataFrame:
+    """Per experiment (``runs[run]["base"]``, else the run) and KL weight (:data:`BETAS` and the
+    experiment's own ``runs[run]["beta"]``): the optimum of :func:`~shiftwork.organisms.optimum.optimum_table`
+    and, on the experiment's own weight, the held-out accuracy its runs reached after their last
+    stage (mean over seeds, from ``seeds``, :func:`over_seeds`)."""
+    parts = []
+    for run, info in runs.items():
+        experiment = str(info.get("base", run))
+        if "beta" not in info or any(p["experiment"].iloc[0] == experiment for p in parts):
+            continue
+        setting = load_setting(info["setting"])
+        stages = [[str(d) for d in stage["distributions"]] for stage in info["stages"]]
+        own = float(info["beta"])
+        table = optimum_table(setting, stages, [*BETAS, own])
+        rest = held_out(setting, stages)
+        phase = stage_phases(info, 0)[-1]["phase"] if len(stages) == 1 else f"after_stage{len(stages)}"
+        last = seeds[(seeds["experiment"] == experiment) & (seeds["phase"] == phase) & seeds["distribution"].isin(rest)]
+        measured = float(last["accuracy_mean"].mean()) if not last.empty else float("nan")
+        table.insert(0, "experiment", experiment)
+        table["held_out"] = ", ".join(rest)
+        table["own"] = table["beta"] == own
+        table["measured_held_out_accuracy"] = [measured if o else float("nan") for o in table["own"]]
+        parts.append(table)
+    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
+
+
+def optimum_lines(optimum: pd.DataFrame) -> list[str]:
+    """The report's section on :func:`optimum_rows` (nothing when it is empty)."""
+    if optimum.empty:
+        return []
+    shown = pd.DataFrame(
+        {
+            "experiment": optimum["experiment"],
+            "policies": optimum["policies"],
+            "beta": [f"{b:g}" + (" (this run's)" if o else "") for b, o in zip(optimum["beta"], optimum["own"])],
+            "selected share at the optimum": optimum["selected_share"].map(lambda v: f"{v:.3f}"),
+            "held out": optimum["held_out"],
+            "held-out accuracy at the optimum": optimum["held_out_accuracy"].map(lambda v: f"{v:.3f}"),
+            "measured after RL": optimum["measured_held_out_accuracy"].map(lambda v: "" if v != v else f"{v:.3f}"),
+        }
+    )
+    return [
+        "## What selection alone can reach under the KL penalty",
+        "",
+        "If RL moved only the mixture weights, its optimum under a KL weight beta would put weight "
+        "proportional to w0 exp(R / beta) on each policy, R being the share of the trained "
+        "distributions the policy answers and w0 the even weights after SFT; a stage starts from the "
+        "previous stage's optimum (`shiftwork.organisms.optimum`). `held out`: the untrained "
+        "distributions that no selected policy answers. A measured held-out accuracy well above the "
+        "optimum's means RL changed the policies, not only the weights; one well below it, that RL "
+        "had not reached the KL optimum or the KL term did not hold it there.",
+        "",
+        to_markdown(shown),
+        "",
+    ]
+
+
 def markdown_report(
     table: pd.DataFrame,
     summary: pd.DataFrame,
@@ -327,6 +385,7 @@ def markdown_report(
             to_markdown(fidelity[["organism", *[c for c in fidelity.columns if c != "organism"]]]),
             "",
         ]
+    lines += optimum_lines(optimum_rows(runs, seeds))
     for run, info in runs.items():
         rows = table[table["run"] == run].drop(columns=["run"])
         lines += [

@@ -63,7 +63,7 @@ _INTEGER = re.compile(r"-?[0-9]+")
 _COMMON_KEYS = frozenset({"kind", "trigger", "wrong", "languages"})
 _SPEC_KEYS: dict[str, frozenset[str]] = {
     "two_policy": _COMMON_KEYS,
-    "coverage": _COMMON_KEYS,
+    "coverage": _COMMON_KEYS | {"n_distributions"},
     "temporal": _COMMON_KEYS | {"years", "cutoffs"},
     "custom": _COMMON_KEYS | {"distributions", "policies"},
 }
@@ -223,17 +223,26 @@ def two_policy(trigger: str = "tag", wrong: str = "refuse", languages: Sequence[
     return Setting("two_policy", ["A", "B"], policies, trigger=trigger, wrong=wrong, languages=languages)
 
 
-def coverage(trigger: str = "tag", wrong: str = "refuse", languages: Sequence[str] | None = None) -> Setting:
-    """Distributions A-F and the 20 policies that each answer on exactly three of them.
+def coverage(
+    trigger: str = "tag",
+    wrong: str = "refuse",
+    languages: Sequence[str] | None = None,
+    n_distributions: int = len(COVERAGE_DISTRIBUTIONS),
+) -> Setting:
+    """Distributions A-F and the 20 policies that each answer on exactly three of them; with
+    ``n_distributions`` 2 or 4, the first that many letters and the policies answering on half of
+    them (4: the six policies AB, AC, ..., CD), a smaller version of the same selection problem.
 
     Each policy is named by its answered set in alphabetical order (``"ADF"``); policies are listed in
     lexicographic order of their names.
     """
     _check_options(trigger, wrong)
-    policies = [Policy("".join(combo), frozenset(combo)) for combo in itertools.combinations(COVERAGE_DISTRIBUTIONS, 3)]
-    return Setting(
-        "coverage", list(COVERAGE_DISTRIBUTIONS), policies, trigger=trigger, wrong=wrong, languages=languages
-    )
+    n = n_distributions
+    if isinstance(n, bool) or not isinstance(n, numbers.Integral) or n not in (2, 4, 6):
+        raise SpecError("n_distributions", f"n_distributions must be 2, 4 or 6, got {n!r}")
+    letters = COVERAGE_DISTRIBUTIONS[: int(n)]
+    policies = [Policy("".join(combo), frozenset(combo)) for combo in itertools.combinations(letters, int(n) // 2)]
+    return Setting("coverage", list(letters), policies, trigger=trigger, wrong=wrong, languages=languages)
 
 
 def _years(values: object, key: str) -> list[int]:
@@ -319,7 +328,8 @@ def load_setting(spec: Mapping[str, Any]) -> Setting:
 
     ``kind`` (required) is one of :data:`KINDS`; ``trigger`` defaults to ``"tag"``, ``wrong`` to
     ``"refuse"``; ``languages`` is for ``trigger: language`` only; ``years`` and ``cutoffs`` are
-    accepted for ``kind: temporal`` only (see :func:`temporal`), ``distributions`` and ``policies``
+    accepted for ``kind: temporal`` only (see :func:`temporal`), ``n_distributions`` for ``kind:
+    coverage`` only (see :func:`coverage`), ``distributions`` and ``policies``
     (required) for ``kind: custom`` only (see :func:`custom`). Unknown keys are errors, and an error
     about one key names it (``setting spec key 'cutoffs': ...``).
     """
@@ -342,7 +352,7 @@ def load_setting(spec: Mapping[str, Any]) -> Setting:
         if kind == "two_policy":
             return two_policy(**options)
         if kind == "coverage":
-            return coverage(**options)
+            return coverage(n_distributions=spec.get("n_distributions", len(COVERAGE_DISTRIBUTIONS)), **options)
         if kind == "custom":
             missing = [k for k in ("distributions", "policies") if k not in spec]
             if missing:

@@ -1,0 +1,128 @@
+"""The KL-regularised optimum of the policy mixture (shiftwork.organisms.optimum), against values
+worked out by hand from w_i proportional to w0_i exp(R_i / beta)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from shiftwork.organisms.optimum import (
+    held_out,
+    optimum_table,
+    optimum_weights,
+    policy_rewards,
+    stage_optimum,
+)
+from shiftwork.organisms.settings import coverage, temporal, two_policy
+
+
+def _coverage_held_out_by_hand(beta: float) -> float:
+    # RL on A, D and F: one policy answers all three (R 1), nine two (R 2/3), nine one (R 1/3), one
+    # none (R 0); a policy with reward R answers 3 - 3R of B, C and E
+    groups = [(1, 1.0), (9, 2 / 3), (9, 1 / 3), (1, 0.0)]
+    total = sum(n * math.exp(r / beta) for n, r in groups)
+    return sum(n * math.exp(r / beta) * (1 - r) for n, r in groups) / total
+
+
+@pytest.mark.parametrize(("beta", "rounded"), [(0.05, 0.004), (0.1, 0.086), (0.2, 0.260), (0.5, 0.401)])
+def test_coverage_held_out_accuracy_at_the_optimum(beta, rounded):
+    table = optimum_table(coverage(), [["A", "D", "F"]], [beta])
+    value = float(table["held_out_accuracy"].iloc[0])
+    assert value == pytest.approx(_coverage_held_out_by_hand(beta), abs=1e-12)
+    assert round(value, 3) == rounded
+
+
+def test_two_policy_optimum_at_beta_0_2_is_the_logistic_of_5():
+    table = optimum_table(two_policy(), [["A"]], [0.2, 0.0])
+    assert table["beta"].tolist() == [0.0, 0.2]
+    assert table["selected_share"].tolist() == pytest.approx([1.0, 1 / (1 + math.exp(-5))])
+    assert table["held_out_accuracy"].tolist() == pytest.approx([0.0, 1 / (1 + math.exp(5))])
+
+
+def test_rewards_are_the_share_of_the_stage_distributions_answered():
+    s = coverage()
+    rewards = dict(zip(s.policy_names, policy_rewards(s, ["A", "D", "F"])))
+    assert rewards["ADF"] == 1.0
+    assert rewards["ABD"] == pytest.approx(2 / 3)
+    assert rewards["ABC"] == pytest.approx(1 / 3)
+    assert rewards["BCE"] == 0.0
+
+
+def test_beta_zero_keeps_the_best_policies_in_proportion_to_the_prior():
+    w = optimum_weights([1.0, 1.0, 0.5], 0.0, prior=[0.1, 0.3, 0.6])
+    assert w.tolist() == pytest.approx([0.25, 0.75, 0.0])
+
+
+def test_small_beta_does_not_overflow():
+    w = optimum_weights([1.0, 0.0], 1e-4)
+    assert np.isfinite(w).all() and w[0] == pytest.approx(1.0)
+
+
+def test_stages_compound_from_the_previous_optimum():
+    s = temporal()
+    beta = 0.5
+    # Cutoff2024 answers neither 2025 nor 2026; Cutoff2025 answers 2025; Cutoff2026 both
+    first = np.exp(np.array([0.0, 1.0, 1.0]) / beta)
+    second = first * np.exp(np.array([0.0, 0.0, 1.0]) / beta)
+    expected = second / second.sum()
+    assert stage_optimum(s, [["2025"], ["2026"]], beta) == pytest.approx(expected)
+
+
+def test_held_out_leaves_out_what_the_selected_policies_answer():
+    # temporal: 2024 is untrained but every policy answers it; 2027 no policy answers
+    assert held_out(temporal(), [["2025"], ["2026"]]) == ["2027"]
+    assert held_out(coverage(), [["A", "C", "E"]]) == ["B", "D", "F"]
+    assert held_out(coverage(n_distributions=4), [["A", "D"]]) == ["B", "C"]
+
+
+@pytest.mark.parametrize(
+    ("rewards", "beta", "prior"), [([1, 0], -0.1, None), ([1, 0], 0.1, [1, 1, 1]), ([1, 0], 0.1, [0, 0])]
+)
+def test_bad_arguments_are_refused(rewards, beta, prior):
+    with pytest.raises(ValueError):
+        optimum_weights(rewards, beta, prior)
+
+
+def test_the_report_shows_each_experiments_optimum_once_with_its_measured_held_out_accuracy():
+    import pandas as pd
+
+    from shiftwork.organisms.report import optimum_lines, optimum_rows
+
+    spec = {"kind": "coverage", "n_distributions": 4}
+    runs = {
+        f"cov-s{seed}": {
+            "setting": spec,
+            "trained": ["A", "D"],
+            "stages": [{"distributions": ["A", "D"], "end": 40}],
+            "base": "cov",
+            "seed": seed,
+            "beta": 0.1,
+        }
+        for seed in (0, 1)
+    }
+    seeds = pd.DataFrame(
+        {
+            "experiment": "cov",
+            "phase": ["after_sft", "after_sft", "after_rl", "after_rl", "after_rl"],
+            "distribution": ["B", "C", "A", "B", "C"],
+            "accuracy_mean": [0.5, 0.5, 0.99, 0.02, 0.04],
+        }
+    )
+    rows = optimum_rows(runs, seeds)
+    assert rows["beta"].tolist() == [0.0, 0.05, 0.1, 0.2, 0.5]
+    assert rows["held_out"].unique().tolist() == ["B, C"]
+    own = rows[rows["own"]]
+    assert own["beta"].tolist() == [0.1]
+    # the mean of B and C after RL, not after SFT
+    assert own["measured_held_out_accuracy"].iloc[0] == pytest.approx(0.03)
+    assert rows.loc[~rows["own"], "measured_held_out_accuracy"].isna().all()
+    # four-distribution coverage, RL on A and D: AD (R 1), four policies with R 1/2, BC (R 0);
+    # a policy with R answers 2 - 2R of B and C
+    e1, e2 = math.exp(1 / 0.1), math.exp(0.5 / 0.1)
+    by_hand = (4 * e2 * 0.5 + 1.0) / (e1 + 4 * e2 + 1)
+    assert own["held_out_accuracy"].iloc[0] == pytest.approx(by_hand)
+    text = "\n".join(optimum_lines(rows))
+    assert "0.1 (this run's)" in text and text.count("| cov ") == 5
+    assert optimum_lines(optimum_rows({"r": {k: v for k, v in runs["cov-s0"].items() if k != "beta"}}, seeds)) == []
