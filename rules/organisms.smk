@@ -183,6 +183,7 @@ rule report_organisms:
     params:
         runs=organism_run_info(),
         criteria=organism_headline(),
+        checkpoint_tables=ORGANISMS["checkpoint_tables"],
     script:
         "../scripts/report_organisms.py"
 

@@ -10,4 +10,5 @@ with log_to(snakemake.log[0]):
         snakemake.params.criteria,
         snakemake.output,
         snakemake.input.fidelity,
+        snakemake.params.checkpoint_tables,
     )

@@ -126,3 +126,40 @@ def test_the_report_shows_each_experiments_optimum_once_with_its_measured_held_o
     text = "\n".join(optimum_lines(rows))
     assert "0.1 (this run's)" in text and text.count("| cov ") == 5
     assert optimum_lines(optimum_rows({"r": {k: v for k, v in runs["cov-s0"].items() if k != "beta"}}, seeds)) == []
+
+
+def test_the_checkpoint_table_has_a_share_per_policy_and_sums_the_rest():
+    import pandas as pd
+
+    from shiftwork.organisms.report import checkpoint_table
+
+    setting = coverage(n_distributions=4)
+    scores = pd.DataFrame(
+        {"run": "r", "step": [0, 0, 8, 8], "testset": ["A", "B", "A", "B"], "accuracy": [0.5, 0.5, 1.0, 0.1]}
+    )
+    identities = pd.DataFrame(
+        {
+            "run": "r",
+            "step": [0, 0, 0, 0, 8, 8, 8, 8],
+            "distribution": ["A", "A", "A", "B", "A", "B", "B", "B"],
+            "identity": ["AD", "BC", "CD", "AB", "AD", "AD", "BD", "Alice"],
+            "share": [0.5, 0.48, 0.02, 1.0, 1.0, 0.9, 0.04, 0.06],
+        }
+    )
+    table = checkpoint_table(scores, identities, "r", setting)
+    # CD (0.02) and BD (0.04) never reach 0.05; AC never appears; "Alice" is no policy of the setting
+    assert table.columns.tolist() == [
+        "step",
+        "distribution",
+        "accuracy",
+        "AB",
+        "AD",
+        "BC",
+        "other policies",
+        "no policy",
+    ]
+    rows = table.set_index(["step", "distribution"])
+    assert rows.loc[(0, "A"), ["AD", "BC", "other policies"]].tolist() == pytest.approx([0.5, 0.48, 0.02])
+    assert rows.loc[(0, "B"), "AB"] == 1.0
+    assert rows.loc[(8, "B"), ["AD", "other policies", "no policy"]].tolist() == pytest.approx([0.9, 0.04, 0.06])
+    assert table[["AB", "AD", "BC", "other policies", "no policy"]].sum(axis=1).tolist() == pytest.approx([1.0] * 4)

@@ -277,6 +277,33 @@ def seeds_table(seeds: pd.DataFrame) -> pd.DataFrame:
     )
 
 
+def checkpoint_table(
+    scores: pd.DataFrame, identities: pd.DataFrame, run: str, setting: Setting, floor: float = 0.05
+) -> pd.DataFrame:
+    """One row per (checkpoint, distribution) of ``run``: accuracy and the share of responses naming
+    each policy of ``setting``, a column per policy whose share reaches ``floor`` somewhere in the
+    run; the other policies' shares are summed in ``other policies``, and responses naming no policy
+    of the setting in ``no policy``."""
+    require_columns(scores, ("run", "step", "testset", "accuracy"), "scores table")
+    require_columns(identities, ("run", "step", "distribution", "identity", "share"), "identities table")
+    sc = scores[scores["run"] == run].rename(columns={"testset": "distribution"})
+    if sc.empty:
+        raise ValueError(f"scores table has no rows for run '{run}'")
+    keys = ["step", "distribution"]
+    base = sc[keys + ["accuracy"]].astype({"distribution": str}).sort_values(keys, kind="stable")
+    idt = identities[identities["run"] == run].astype({"distribution": str})
+    names = setting.policy_names
+    wide = idt.pivot_table(index=keys, columns="identity", values="share", aggfunc="sum", fill_value=0.0)
+    shares = wide.reindex(columns=names, fill_value=0.0)
+    shown = [n for n in names if (shares[n] >= floor).any()]
+    table = base.merge(shares[shown].reset_index(), on=keys, how="left")
+    others = [n for n in names if n not in shown]
+    table = table.merge(shares[others].sum(axis=1).rename("other policies").reset_index(), on=keys, how="left")
+    outside = wide.drop(columns=[c for c in wide.columns if c in names]).sum(axis=1).rename("no policy")
+    table = table.merge(outside.reset_index(), on=keys, how="left")
+    return table.fillna({c: 0.0 for c in [*shown, "other policies", "no policy"]}).reset_index(drop=True)
+
+
 def optimum_rows(runs: Mapping[str, Mapping[str, Any]], seeds: pd.DataFrame) -> pd.DataFrame:
     """Per experiment (``runs[run]["base"]``, else the run) and KL weight (:data:`BETAS` and the
     experiment's own ``runs[run]["beta"]``): the optimum of :func:`~shiftwork.organisms.optimum.optimum_table`
@@ -341,11 +368,14 @@ def markdown_report(
     runs: Mapping[str, Mapping[str, Any]],
     criteria: Mapping[str, float],
     fidelity: pd.DataFrame | None = None,
+    by_checkpoint: Mapping[str, pd.DataFrame] | None = None,
 ) -> str:
     """The report: the criteria and which runs meet them (``summary``, :func:`run_summary`), the
     experiments over their seeds (``seeds``, :func:`over_seeds`), the policy fidelity of each
     organism after SFT (``fidelity``: :func:`~shiftwork.organisms.fidelity.fidelity_table` rows with
-    an ``organism`` column; none: no section), and every run's rows of ``table``."""
+    an ``organism`` column; none: no section), what selection alone reaches under the KL penalty
+    (:func:`optimum_rows`), and every run's rows of ``table``, with its :func:`checkpoint_table`
+    where ``by_checkpoint`` has one."""
     lines = [
         "# Organisms: policy selection under RL",
         "",
@@ -396,4 +426,12 @@ def markdown_report(
             to_markdown(rows),
             "",
         ]
+        if by_checkpoint and run in by_checkpoint:
+            lines += [
+                "Every checkpoint: accuracy and the share of responses naming each policy (policies that "
+                "never reach 0.05 are summed in `other policies`).",
+                "",
+                to_markdown(by_checkpoint[run]),
+                "",
+            ]
     return "\n".join(lines)

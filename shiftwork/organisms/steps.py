@@ -272,13 +272,21 @@ def report_organisms(
     criteria: Mapping[str, float],
     outs: Mapping[str, str],
     fidelity_paths: Sequence[str] = (),
+    checkpoint_tables: bool = False,
 ) -> None:
     """All runs' scores in one table; the headline table (after SFT and after every RL stage, whose
     end step each RL job recorded in its checkpoints directory), the same over RL seeds, and a
     Markdown report (``outs``: scores, headline, seeds, summary, report). ``checkpoints_dirs`` are
     in the order of ``runs``. ``fidelity_paths`` are the :func:`sft_fidelity` tables of the
-    organisms (``<organism>/fidelity.parquet``), shown in the report."""
-    from shiftwork.organisms.report import headline_table, markdown_report, over_seeds, run_summary
+    organisms (``<organism>/fidelity.parquet``), shown in the report; with ``checkpoint_tables``
+    the report also shows every run at every checkpoint."""
+    from shiftwork.organisms.report import (
+        checkpoint_table,
+        headline_table,
+        markdown_report,
+        over_seeds,
+        run_summary,
+    )
     from shiftwork.organisms.training import STAGES_FILE
 
     if len(checkpoints_dirs) != len(runs):
@@ -305,7 +313,12 @@ def report_organisms(
     write_table(summary, outs["summary"], prov)
     fidelity = [read_table(p).assign(organism=Path(p).parent.name) for p in fidelity_paths]
     fidelity_all = pd.concat(fidelity, ignore_index=True) if fidelity else None
-    write_text(markdown_report(table, summary, seeds, info, criteria, fidelity_all), outs["report"])
+    by_checkpoint = (
+        {run: checkpoint_table(scores, identities, run, load_setting(spec["setting"])) for run, spec in info.items()}
+        if checkpoint_tables
+        else None
+    )
+    write_text(markdown_report(table, summary, seeds, info, criteria, fidelity_all, by_checkpoint), outs["report"])
     LOGGER.info("runs meeting the headline, by phase:\n%s", summary[["run", "phase", "step", "meets"]].to_string())
 
 
