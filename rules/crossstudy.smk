@@ -191,6 +191,64 @@ rule crossstudy_report:
         "../scripts/crossstudy_report.py"
 
 
+# the precision comparison (make crossstudy-precision, not part of the crossstudy target): every
+# scored checkpoint once more in float32 and in bfloat16
+rule crossstudy_precision_score:
+    input:
+        prompts=res("crossstudy/prompts/{run}.parquet"),
+        filtered=res("crossstudy/filtered/{run}.parquet"),
+        baseline=res("stability/gate/baseline.parquet"),
+        base=cross_base,
+        checkpoints=cross_checkpoints,
+    output:
+        generations=res(
+            "crossstudy/precision/{dtype}/generations/{run}/step-{step}.parquet"
+        ),
+        probes=res("crossstudy/precision/{dtype}/probes/{run}/step-{step}.parquet"),
+        deltas=res("crossstudy/precision/{dtype}/deltas/{run}/step-{step}.parquet"),
+    log:
+        logs("crossstudy_precision_score/{dtype}/{run}/step-{step}.log"),
+    benchmark:
+        bench("crossstudy_precision_score/{dtype}/{run}/step-{step}.tsv")
+    wildcard_constraints:
+        dtype="float32|bfloat16",
+    conda:
+        gpu_env
+    threads: 1
+    resources:
+        gpu=1,
+    params:
+        study=cross_study,
+        settings=cross_score_settings,
+        encoder=GATE["encoder"],
+        encoder_spec=encoder_spec,
+    script:
+        "../scripts/crossstudy_precision_score.py"
+
+
+rule crossstudy_precision:
+    input:
+        unpack(cross_precision_inputs),
+    output:
+        agreement=res("crossstudy/precision/agreement.parquet"),
+        sgs=res("crossstudy/precision/sgs.parquet"),
+        findings=res("crossstudy/precision/findings.parquet"),
+        report=res("crossstudy/precision.md"),
+    log:
+        logs("crossstudy_precision.log"),
+    conda:
+        "../envs/shiftwork.yaml"
+    params:
+        runs={
+            run: {"study": study, "answers": cross_answers(run)}
+            for run, study in CROSS_RUNS.items()
+        },
+        R=STATS_R,
+        analysis=TRAJECTORY["analysis"],
+    script:
+        "../scripts/crossstudy_precision.py"
+
+
 rule crossstudy:
     input:
         crossstudy_targets(),

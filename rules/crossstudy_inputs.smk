@@ -120,6 +120,23 @@ def cross_outputs(kind):
     return paths
 
 
+def cross_precision_inputs(wildcards):
+    """Both precisions' deltas and generations of every scored checkpoint, and the trajectory
+    study's tables the pairs read."""
+    inputs = {}
+    for dtype in ("float32", "bfloat16"):
+        for kind in ("deltas", "generations"):
+            inputs[f"{kind}_{dtype}"] = [
+                f"{OUT}/crossstudy/precision/{dtype}/{kind}/{run}/step-{step}.parquet"
+                for run in CROSS_RUNS
+                for step in cross_steps(run)
+            ]
+    if any(s == "trajectory" for s in CROSS_RUNS.values()):
+        inputs["scores"] = res("trajectory/scores.parquet")
+        inputs["item_table"] = res("trajectory/items.parquet")
+    return inputs
+
+
 def cross_analysis_inputs(wildcards):
     inputs = {
         "per_prompt": res("crossstudy/per_prompt.parquet"),

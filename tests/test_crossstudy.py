@@ -499,12 +499,15 @@ def yes_no_replies() -> tuple[pd.DataFrame, pd.DataFrame]:
     return pd.DataFrame(gens), pd.DataFrame(probes)
 
 
-def yes_no_deltas() -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(generations, the stability study's axis deltas at every step) of :func:`yes_no_replies`,
-    with a fake BERTScore of 0.4 for every changed reply."""
+def yes_no_deltas(
+    gens: pd.DataFrame | None = None, probes: pd.DataFrame | None = None
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(generations, the stability study's axis deltas at every step) of :func:`yes_no_replies`
+    (or of the ``gens`` and ``probes`` given), with a fake BERTScore of 0.4 for every changed reply."""
     from shiftwork.stability.axes import axis_deltas
 
-    gens, probes = yes_no_replies()
+    if gens is None or probes is None:
+        gens, probes = yes_no_replies()
     per_step = [
         axis_deltas(
             gens[gens["step"] == s].drop(columns="step"),
@@ -622,3 +625,107 @@ def test_the_pairs_leave_out_pinned_checkpoints_as_the_trajectory_analysis_does(
     kept = an.analysed_rows(per_prompt, steps)
     alone = an.stability_pairs(kept, scores, items, {**settings, "pinned": None})
     assert pairs["r_partial"].tolist() == pytest.approx(alone["r_partial"].tolist())
+
+
+# ---------------------------------------------------------------- precision comparison
+
+
+def _flipped(gens: pd.DataFrame, step: int, variant_ids: list[str]) -> pd.DataFrame:
+    """``gens`` with the replies of ``variant_ids`` at ``step`` turned from Yes to No or back."""
+    out = gens.copy()
+    at = (out["step"] == step) & out["variant_id"].isin(variant_ids)
+    out.loc[at, "response"] = out.loc[at, "response"].map(lambda r: " No" if r.strip() == "Yes" else " Yes")
+    return out
+
+
+def test_reply_agreement_counts_the_replies_both_precisions_give():
+    from shiftwork.crossstudy.precision import reply_agreement
+
+    gens, _ = yes_no_replies()
+    other = _flipped(gens, 20, ["p0-v0", "p2-v1"])
+    # white space alone is no disagreement
+    other.loc[other["step"] == 10, "response"] = other.loc[other["step"] == 10, "response"].str.strip() + "  "
+    table = reply_agreement(gens, other).set_index("step")
+    assert table["n"].tolist() == [12, 12, 12, 12]
+    assert table["agree"].tolist() == [12, 12, 10, 12]
+    assert table.loc[20, "agree_share"] == pytest.approx(10 / 12)
+    with pytest.raises(ValueError, match=r"run r step 30 prompt p1 variant p1-v2, missing from the second"):
+        reply_agreement(gens, other.drop(other.index[(other["step"] == 30) & (other["variant_id"] == "p1-v2")]))
+
+
+def test_precision_comparison_of_label_replies_end_to_end(tmp_path):
+    """Both precisions' tables through the comparison step: the Label SGS difference at step 20 is
+    the flips worked out by hand, and the agreement counts the flipped replies."""
+    from shiftwork.crossstudy.precision_steps import crossstudy_precision
+    from shiftwork.tables import read_table, write_table
+
+    gens, probes = yes_no_replies()
+    # in bfloat16, prompt p0's variant v0 (a flip in float32 at step 20) answers Yes again, and
+    # prompt p1's variant v0 flips too; at step 30 p2's variant v0 answers Yes again
+    other = _flipped(_flipped(gens, 20, ["p0-v0", "p1-v0"]), 30, ["p2-v0"])
+    paths = {}
+    for dtype, frame in (("float32", gens), ("bfloat16", other)):
+        g, deltas = yes_no_deltas(frame, probes)
+        paths[dtype] = {
+            "deltas": [str(tmp_path / f"{dtype}-d.parquet")],
+            "generations": [str(tmp_path / f"{dtype}-g.parquet")],
+        }
+        write_table(deltas, paths[dtype]["deltas"][0], {})
+        write_table(g, paths[dtype]["generations"][0], {})
+    outs = {k: str(tmp_path / f"{k}.parquet") for k in ("agreement", "sgs", "findings")}
+    outs["report"] = str(tmp_path / "precision.md")
+    runs = {"r": {"study": "trajectory", "answers": ["Yes", "No"]}}
+    crossstudy_precision(paths, runs, R, None, {"alpha": 0.05}, outs)
+    agreement = read_table(outs["agreement"]).set_index("step")
+    assert agreement["agree"].tolist() == [12, 12, 10, 11]
+    sgs = read_table(outs["sgs"]).set_index(["step", "axis"])
+    # step 20 float32: flips (1,1,1), (0,1,0), (0,0,1) -> 5/9; bfloat16: (0,1,1), (1,1,0), (0,0,1) -> 5/9
+    assert sgs.loc[(20, "Label"), "sgs_float32"] == pytest.approx(5 / 9)
+    assert sgs.loc[(20, "Label"), "difference"] == pytest.approx(0.0)
+    assert sgs.loc[(10, "Label"), "difference"] == pytest.approx(0.0)
+    # step 30: (1,1,0), (1,0,1), (1,1,1) -> 7/9 in float32; p2 -> (0,1,1) gives 6/9 in bfloat16
+    assert sgs.loc[(30, "Label"), ["sgs_float32", "sgs_bfloat16"]].tolist() == pytest.approx([7 / 9, 6 / 9])
+    assert sgs.loc[(30, "Label"), "difference"] == pytest.approx(-1 / 9)
+    assert not {"BLEU", "BERT", "MR"} & set(sgs.index.get_level_values("axis"))
+    findings = read_table(outs["findings"])
+    assert set(findings["question"]) == {"Q1"} and findings["where"].str.startswith("step ").all()
+    assert "Precision: the findings scored in float32 and in bfloat16" in (tmp_path / "precision.md").read_text()
+
+
+def test_a_finding_significant_in_one_precision_only_is_fragile():
+    from shiftwork.crossstudy.precision import finding_changes
+
+    def pairs(signs):
+        return pd.DataFrame({"run": "r", "axis": ["Label", "Prob"], "ood": ["o1", "o1"], "sign": signs})
+
+    def changes(flags):
+        return pd.DataFrame(
+            {
+                "run": "r",
+                "dataset": [cst.POOLED, cst.POOLED, "d"],
+                "axis": "Label",
+                "step": [10, 20, 20],
+                "significant": flags,
+            }
+        )
+
+    tables = {
+        "float32": {"pairs": pairs(["positive", "null"]), "changes": changes([True, False, True])},
+        "bfloat16": {"pairs": pairs(["positive", "negative"]), "changes": changes([False, False, False])},
+    }
+    out = finding_changes(tables).set_index(["question", "axis", "where"])
+    # per-set changes are not findings; the pooled ones are
+    assert len(out) == 4
+    assert out.loc[("Q1", "Label", "step 10"), "fragile"]
+    assert not out.loc[("Q1", "Label", "step 20"), "fragile"]
+    assert not out.loc[("Q2", "Label", "o1"), "fragile"] and out.loc[("Q2", "Label", "o1"), "significant_bfloat16"]
+    assert out.loc[("Q2", "Prob", "o1"), "fragile"]
+
+
+def test_the_precision_comparison_needs_both_precisions(tmp_path):
+    from shiftwork.crossstudy.precision_steps import crossstudy_precision, crossstudy_precision_score
+
+    with pytest.raises(ValueError, match=r"no scoring in \['bfloat16'\]"):
+        crossstudy_precision({"float32": {"deltas": [], "generations": []}}, {}, R, None, {"alpha": 0.05}, {})
+    with pytest.raises(ValueError, match="dtype must be one of"):
+        crossstudy_precision_score(None, {}, {}, "float16", "e", {}, {})

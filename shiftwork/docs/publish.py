@@ -41,7 +41,7 @@ REPORTS = {
     ),
     "trajectory": ("report.md", "replication.md", "figures.md"),
     "organisms": ("report.md",),
-    "crossstudy": ("findings.md",),
+    "crossstudy": ("findings.md", "precision.md"),
 }
 
 
