@@ -122,6 +122,12 @@ def run_figure(
         plt.close(fig)
 
 
+def phase_name(number: int, stages: int) -> str:
+    """The phase that ends stage ``number`` (from 0) of a run with ``stages`` RL stages:
+    ``after_rl`` for a single stage, else ``after_stage1``, ``after_stage2``, ..."""
+    return "after_rl" if stages == 1 else f"after_stage{number + 1}"
+
+
 def stage_phases(info: Mapping[str, Any], last_step: int) -> list[dict]:
     """The phases of a run after SFT: one per RL stage, ``after_rl`` for a single stage and
     ``after_stage1``, ``after_stage2``, ... otherwise, each with its step (the stage's last, from
@@ -137,7 +143,7 @@ def stage_phases(info: Mapping[str, Any], last_step: int) -> list[dict]:
             step = last_step
         else:
             raise ValueError(f"stage {number} of a run with {len(stages)} stages has no recorded end step")
-        name = "after_rl" if len(stages) == 1 else f"after_stage{number + 1}"
+        name = phase_name(number, len(stages))
         phases.append({"phase": name, "step": step, "trained": list(seen)})
     return phases
 
@@ -319,7 +325,7 @@ def optimum_rows(runs: Mapping[str, Mapping[str, Any]], seeds: pd.DataFrame) -> 
         own = float(info["beta"])
         table = optimum_table(setting, stages, [*BETAS, own])
         rest = held_out(setting, stages)
-        phase = stage_phases(info, 0)[-1]["phase"] if len(stages) == 1 else f"after_stage{len(stages)}"
+        phase = phase_name(len(stages) - 1, len(stages))
         last = seeds[(seeds["experiment"] == experiment) & (seeds["phase"] == phase) & seeds["distribution"].isin(rest)]
         measured = float(last["accuracy_mean"].mean()) if not last.empty else float("nan")
         table.insert(0, "experiment", experiment)
