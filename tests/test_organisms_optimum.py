@@ -60,14 +60,15 @@ def test_small_beta_does_not_overflow():
     assert np.isfinite(w).all() and w[0] == pytest.approx(1.0)
 
 
-def test_stages_compound_from_the_previous_optimum():
+def test_with_stages_the_optimum_is_the_last_stages_from_the_sft_weights():
     s = temporal()
     beta = 0.5
-    # Cutoff2024 answers neither 2025 nor 2026; Cutoff2025 answers 2025; Cutoff2026 both
-    first = np.exp(np.array([0.0, 1.0, 1.0]) / beta)
-    second = first * np.exp(np.array([0.0, 0.0, 1.0]) / beta)
-    expected = second / second.sum()
-    assert stage_optimum(s, [["2025"], ["2026"]], beta) == pytest.approx(expected)
+    # every stage's KL reference is the SFT model: after RL on 2025 then 2026 the optimum is the
+    # 2026 stage's alone (Cutoff2026 answers 2026, Cutoff2024 and Cutoff2025 do not)
+    last = np.exp(np.array([0.0, 0.0, 1.0]) / beta)
+    assert stage_optimum(s, [["2025"], ["2026"]], beta) == pytest.approx(last / last.sum())
+    with pytest.raises(ValueError, match="not in setting"):
+        stage_optimum(s, [["2030"], ["2026"]], beta)
 
 
 def test_held_out_leaves_out_what_the_selected_policies_answer():
@@ -163,3 +164,21 @@ def test_the_checkpoint_table_has_a_share_per_policy_and_sums_the_rest():
     assert rows.loc[(0, "B"), "AB"] == 1.0
     assert rows.loc[(8, "B"), ["AD", "other policies", "no policy"]].tolist() == pytest.approx([0.9, 0.04, 0.06])
     assert table[["AB", "AD", "BC", "other policies", "no policy"]].sum(axis=1).tolist() == pytest.approx([1.0] * 4)
+
+
+def test_every_rl_stage_of_a_full_model_takes_the_sft_model_as_its_kl_reference(tmp_path):
+    """TRL builds a full model's KL reference from the path in its config: a model restored from a
+    staged checkpoint (a resumed job) must still point at the SFT model; a LoRA model is left as it
+    is (its reference is the model with the adapter off)."""
+    from types import SimpleNamespace
+
+    from trl.trainer.utils import get_config_model_id
+
+    from shiftwork.organisms.training import anchor_reference
+
+    restored = SimpleNamespace(config=SimpleNamespace(_name_or_path=str(tmp_path / "staged" / "checkpoint-40")))
+    anchor_reference(restored, str(tmp_path / "sft"), lora=False)
+    assert get_config_model_id(restored.config) == str(tmp_path / "sft")
+    adapter = SimpleNamespace(config=SimpleNamespace(_name_or_path="base"))
+    anchor_reference(adapter, str(tmp_path / "sft"), lora=True)
+    assert adapter.config._name_or_path == "base"

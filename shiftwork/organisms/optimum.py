@@ -8,9 +8,10 @@ the share of the stage's distributions it answers on, the prompts being spread e
 and ``w0`` the weights before RL (even, as SFT trains them). At ``beta`` 0 the optimum is the best
 policies alone, shared as ``w0`` shares them.
 
-A stage starts from the model the previous stage ended with, and TRL's GRPO takes its reference
-model from the model it is given, so the stages compound: each stage's optimum uses the previous
-stage's optimum as ``w0``.
+Every RL stage measures its KL divergence from the SFT model
+(:func:`shiftwork.organisms.training.anchor_reference`), so a stage's optimum does not depend on
+the stages before it: after the last stage the optimum is ``w0 * exp(R / beta)`` with that stage's
+rewards.
 
 Held-out accuracy at the optimum is the mean, over the distributions RL never trained on, of the
 weight on the policies that answer there. It is what selection alone can reach; a measured
@@ -62,14 +63,13 @@ def optimum_weights(rewards: Sequence[float], beta: float, prior: Sequence[float
 
 
 def stage_optimum(setting: Setting, stages: Sequence[Sequence[str]], beta: float) -> np.ndarray:
-    """The policies' weights after every stage of ``stages`` (each a list of distributions), each
-    stage's optimum taken from the previous stage's, starting from even weights."""
-    weights = None
-    for distributions in stages:
-        weights = optimum_weights(policy_rewards(setting, distributions), beta, weights)
-    if weights is None:
+    """The policies' weights at the optimum of the last of ``stages`` (each a list of
+    distributions), from the even weights after SFT, the reference of every stage."""
+    if not stages:
         raise ValueError("RL needs at least one stage")
-    return weights
+    for distributions in stages:
+        policy_rewards(setting, distributions)  # every stage's distributions are checked
+    return optimum_weights(policy_rewards(setting, stages[-1]), beta)
 
 
 def trained(setting: Setting, stages: Sequence[Sequence[str]]) -> list[str]:

@@ -356,8 +356,9 @@ def optimum_lines(optimum: pd.DataFrame) -> list[str]:
         "",
         "If RL moved only the mixture weights, its optimum under a KL weight beta would put weight "
         "proportional to w0 exp(R / beta) on each policy, R being the share of the trained "
-        "distributions the policy answers and w0 the even weights after SFT; a stage starts from the "
-        "previous stage's optimum (`shiftwork.organisms.optimum`). `held out`: the untrained "
+        "distributions the policy answers and w0 the even weights after SFT (every stage's KL reference is "
+        "the SFT model, so with stages it is the last stage's optimum; `shiftwork.organisms.optimum`). "
+        "`held out`: the untrained "
         "distributions that no selected policy answers. A measured held-out accuracy well above the "
         "optimum's means RL changed the policies, not only the weights; one well below it, that RL "
         "had not reached the KL optimum or the KL term did not hold it there.",

@@ -376,6 +376,7 @@ def _grpo_trainer(
 
     data = Dataset.from_pandas(prompts[["prompt", "answer"]].reset_index(drop=True))
     args = GRPOConfig(**_grpo_args(job, number, steps))
+    anchor_reference(model, job.sft_dir, job.lora)
     return GRPOTrainer(
         model=model,
         reward_funcs=job.correctness,
@@ -445,6 +446,16 @@ def _stage_history(logged: list[dict], number: int, offset: int) -> list[dict]:
     return [
         {**h, "stage": number, "step": offset + int(h.get("step", 0))} for h in logged if "reward" in h or "loss" in h
     ]
+
+
+def anchor_reference(model, sft_dir: str, lora: bool) -> None:
+    """Make the SFT model the KL reference of every RL stage, resumed or not. TRL's GRPO builds the
+    reference of a full model from the path in its config (``_name_or_path``), which is the SFT
+    model's for a model trained on from it, but a staged checkpoint's for one restored from there
+    (a resumed job, or the stage after one that stopped at convergence); with LoRA the reference
+    is the model with its adapter switched off, the SFT model already."""
+    if not lora:
+        model.config._name_or_path = str(sft_dir)
 
 
 def _restore(base_dir: str, checkpoint: Path, lora: bool, dtype: str):
