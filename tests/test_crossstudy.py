@@ -729,3 +729,16 @@ def test_the_precision_comparison_needs_both_precisions(tmp_path):
         crossstudy_precision({"float32": {"deltas": [], "generations": []}}, {}, R, None, {"alpha": 0.05}, {})
     with pytest.raises(ValueError, match="dtype must be one of"):
         crossstudy_precision_score(None, {}, {}, "float16", "e", {}, {})
+
+
+def test_the_calibration_line_says_when_a_calibrated_run_has_no_significant_pair():
+    from shiftwork.crossstudy.report import _calibration_line
+
+    row = {"run": "r", "rate": 0.04, "ci_low": 0.017, "ci_high": 0.077, "replicates": 200, "alpha": 0.05}
+    calibrated = pd.DataFrame([{**row, "calibrated": True}])
+    assert _calibration_line(calibrated, "r", 0).endswith("at most alpha 0.05): it has no significant pair.")
+    assert _calibration_line(calibrated, "r", 2).endswith("its 2 significant pair(s) are findings.")
+    loose = pd.DataFrame([{**row, "rate": 0.08, "calibrated": False}])
+    assert _calibration_line(loose, "r", 0).endswith("above alpha 0.05); it has no significant pair.")
+    assert "are not findings" in _calibration_line(loose, "r", 3)
+    assert _calibration_line(None, "r", 1).startswith("No calibration on null runs")

@@ -133,7 +133,8 @@ def pair_steps(per_prompt: pd.DataFrame, scores: pd.DataFrame, pinned: float | N
     out = {}
     for run in sorted(per_prompt["run"].unique()):
         scored = sorted(int(s) for s in per_prompt.loc[per_prompt["run"] == run, "step"].unique())
-        out_steps = [s for s in scored if s in set(pinned_at.get(run, ()))]
+        pinned_here = set(pinned_at.get(run, ()))
+        out_steps = [s for s in scored if s in pinned_here]
         if len(scored) - len(out_steps) < MIN_UNPINNED:
             out_steps = []
         out[run] = ([s for s in scored if s not in out_steps], out_steps)

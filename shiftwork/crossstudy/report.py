@@ -197,7 +197,10 @@ def _calibration_line(calibration: pd.DataFrame | None, run: str, n_sig: int) ->
         f"{int(row['replicates'])} null runs whose OOD sets share nothing with the axes (`calibration.parquet`)"
     )
     if bool(row["calibrated"]):
-        return f"Calibrated ({rate}, at most alpha {row['alpha']:g}): its {n_sig} significant pair(s) are findings."
+        said = "it has no significant pair" if n_sig == 0 else f"its {n_sig} significant pair(s) are findings"
+        return f"Calibrated ({rate}, at most alpha {row['alpha']:g}): {said}."
+    if n_sig == 0:
+        return f"NOT calibrated ({rate}, above alpha {row['alpha']:g}); it has no significant pair."
     return (
         f"NOT calibrated ({rate}, above alpha {row['alpha']:g}): its {n_sig} significant pair(s) are not findings; "
         "the design can produce them without any coupling."
