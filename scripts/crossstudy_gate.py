@@ -3,7 +3,7 @@ from shiftwork.logs import log_to
 
 # the claim sets CUDA_VISIBLE_DEVICES, which CUDA reads once: import the step after it
 with log_to(snakemake.log[0]), claim_gpu():
-    from shiftwork.crossstudy.steps import crossstudy_gate
+    from shiftwork.crossstudy.run_steps import crossstudy_gate
 
     crossstudy_gate(
         snakemake.input.variants,

@@ -15,7 +15,7 @@ checkpoint = ScoredCheckpoint(
 
 # the claim sets CUDA_VISIBLE_DEVICES, which CUDA reads once: import the step after it
 with log_to(snakemake.log[0]), claim_gpu():
-    from shiftwork.crossstudy.steps import crossstudy_score
+    from shiftwork.crossstudy.run_steps import crossstudy_score
 
     crossstudy_score(
         checkpoint,

@@ -1,4 +1,4 @@
-from shiftwork.crossstudy.steps import crossstudy_variants
+from shiftwork.crossstudy.run_steps import crossstudy_variants
 from shiftwork.logs import log_to
 
 with log_to(snakemake.log[0]):

@@ -15,8 +15,8 @@ from shiftwork.crossstudy import analysis as an
 from shiftwork.crossstudy import stats as cst
 from shiftwork.crossstudy.prompts import PromptError, model_inputs, nli_prompts, organism_prompts
 from shiftwork.crossstudy.respond import respond
+from shiftwork.crossstudy.run_steps import fitting_rows
 from shiftwork.crossstudy.select import every_kth
-from shiftwork.crossstudy.steps import fitting_rows
 from shiftwork.models.loading import LoadedModel
 from shiftwork.stability.variants.build import build_variants
 from shiftwork.trajectory.tasks import render

@@ -141,7 +141,9 @@ def test_paper_gpu_jobs():
 
 
 def test_every_rule_has_a_script_and_a_step_of_its_name():
-    """rule X -> scripts/X.py -> shiftwork.<study>.steps.X, found by grep from the rule name."""
+    """rule X -> scripts/X.py -> X in a steps module of a study (``shiftwork.<study>.steps``, or
+    ``shiftwork.<study>.<part>_steps`` where a study keeps some steps apart), found by grep from
+    the rule name; each step name is defined once."""
     import ast
     import re
 
@@ -150,8 +152,12 @@ def test_every_rule_has_a_script_and_a_step_of_its_name():
     derived_re = re.compile(r"^use rule (\w+) as (\w+)", re.M)
     steps = {}
     for module in ["stability", "trajectory", "organisms", "crossstudy", "models", "reports"]:
-        tree = ast.parse((ROOT / "shiftwork" / module / "steps.py").read_text())
-        steps.update({node.name: module for node in tree.body if isinstance(node, ast.FunctionDef)})
+        for path in sorted((ROOT / "shiftwork" / module).glob("*steps.py")):
+            tree = ast.parse(path.read_text())
+            for node in tree.body:
+                if isinstance(node, ast.FunctionDef) and not node.name.startswith("_"):
+                    assert node.name not in steps, f"step {node.name} defined twice"
+                    steps[node.name] = f"{module}.{path.stem}"
     checked = 0
     for smk in sorted(rules_dir.glob("*.smk")):
         text = smk.read_text()
@@ -163,8 +169,8 @@ def test_every_rule_has_a_script_and_a_step_of_its_name():
             script = re.search(r'script:\s*"\.\./scripts/(\w+)\.py"', block).group(1)
             assert script == name, f"rule {name} runs scripts/{script}.py"
             source = (ROOT / "scripts" / f"{name}.py").read_text()
-            assert name in steps, f"no function {name} in any shiftwork.<study>.steps"
-            assert f"from shiftwork.{steps[name]}.steps import {name}" in source, f"scripts/{name}.py"
+            assert name in steps, f"no function {name} in any steps module of shiftwork.<study>"
+            assert f"from shiftwork.{steps[name]} import {name}" in source, f"scripts/{name}.py"
             checked += 1
         for parent, child in derived_re.findall(text):
             assert child.startswith(parent.split("_")[0]), (parent, child)

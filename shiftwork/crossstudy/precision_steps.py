@@ -1,7 +1,7 @@
-"""The steps of the precision comparison (rule X -> scripts/X.py -> X here), apart from
-:mod:`shiftwork.crossstudy.steps` so that the comparison's code is not part of the cross-study's
-own scoring steps: every checkpoint scored once more in each precision, then the comparison
-(:mod:`shiftwork.crossstudy.precision`)."""
+"""The steps of the precision comparison (rule X -> scripts/X.py -> X here): every checkpoint
+scored once more in each precision (:func:`shiftwork.crossstudy.run_steps.crossstudy_score` with
+the precision fixed), then the comparison (:mod:`shiftwork.crossstudy.precision`). They live apart
+from the cross-study's own steps, which do not import them."""
 
 from __future__ import annotations
 
@@ -28,9 +28,9 @@ def crossstudy_precision_score(
     outs: Mapping[str, str],
     threads: int | None = None,
 ) -> None:
-    """:func:`shiftwork.crossstudy.steps.crossstudy_score` with the checkpoint loaded in ``dtype``
+    """:func:`shiftwork.crossstudy.run_steps.crossstudy_score` with the checkpoint loaded in ``dtype``
     (one of :data:`~shiftwork.crossstudy.precision.DTYPES`) whatever its run's ``dtype`` says."""
-    from shiftwork.crossstudy.steps import crossstudy_score
+    from shiftwork.crossstudy.run_steps import crossstudy_score
 
     if dtype not in precision.DTYPES:
         raise ValueError(f"dtype must be one of {list(precision.DTYPES)}, got {dtype!r}")
