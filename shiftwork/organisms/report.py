@@ -360,8 +360,11 @@ def optimum_lines(optimum: pd.DataFrame) -> list[str]:
         "the SFT model, so with stages it is the last stage's optimum; `shiftwork.organisms.optimum`). "
         "`held out`: the untrained "
         "distributions that no selected policy answers. A measured held-out accuracy well above the "
-        "optimum's means RL changed the policies, not only the weights; one well below it, that RL "
-        "had not reached the KL optimum or the KL term did not hold it there.",
+        "optimum's means RL did more than move weights that ignore the input: either it rewrote the "
+        "policies (responses no longer do what the policy they name does), or the model's choice of "
+        "policy depends on the tag, so selection on the trained distributions did not carry over to "
+        "the held-out ones (the shares naming each policy differ between distributions). One well "
+        "below it means RL went past the KL optimum.",
         "",
         to_markdown(shown),
         "",
