@@ -182,3 +182,53 @@ def test_every_rl_stage_of_a_full_model_takes_the_sft_model_as_its_kl_reference(
     adapter = SimpleNamespace(config=SimpleNamespace(_name_or_path="base"))
     anchor_reference(adapter, str(tmp_path / "sft"), lora=True)
     assert adapter.config._name_or_path == "base"
+
+
+def test_the_permutation_chi2_statistic_is_pearsons_and_its_p_is_calibrated():
+    from scipy.stats import chi2_contingency
+
+    from shiftwork.organisms.report import permutation_chi2
+
+    table = np.array([[10, 2, 5], [3, 9, 4], [0, 1, 6]])
+    stat, p = permutation_chi2(table, resamples=500)
+    assert stat == pytest.approx(chi2_contingency(table, correction=False).statistic)
+    assert p < 0.01
+    # an all-zero row or column is left out; one row left is no test
+    assert np.isnan(permutation_chi2(np.array([[4, 0, 3], [0, 0, 0]]))[1])
+    # independent tables: the share of p <= 0.05 stays near 0.05
+    rng = np.random.default_rng(3)
+    ps = []
+    for _ in range(200):
+        labels = rng.choice(4, size=96, p=[0.4, 0.3, 0.2, 0.1])
+        dist = np.repeat(np.arange(2), 48)
+        counts = np.zeros((4, 2), dtype=int)
+        np.add.at(counts, (labels, dist), 1)
+        ps.append(permutation_chi2(counts, resamples=199, seed=len(ps))[1])
+    assert 0.01 <= np.mean(np.array(ps) <= 0.05) <= 0.10
+
+
+def test_choice_dependence_reads_counts_from_shares_and_names_the_largest_gap():
+    import pandas as pd
+
+    from shiftwork.organisms.report import choice_dependence
+
+    setting = two_policy()
+    scores = pd.DataFrame({"run": "r", "step": [0, 0, 9, 9], "testset": ["A", "B", "A", "B"], "n": 40})
+    identities = pd.DataFrame(
+        {
+            "run": "r",
+            "step": [0, 0, 0, 0, 9, 9, 9],
+            "distribution": ["A", "A", "B", "B", "A", "B", "B"],
+            "identity": ["Alice", "Bob", "Alice", "Bob", "Alice", "Alice", "Bob"],
+            # step 9: every response on A names Alice; on B a quarter name Alice, half Bob and a
+            # quarter no one
+            "share": [0.5, 0.5, 0.45, 0.55, 1.0, 0.25, 0.5],
+        }
+    )
+    table = choice_dependence(scores, identities, "r", setting).set_index("step")
+    assert table.loc[0, "p_permutation"] > 0.5 and table.loc[9, "p_permutation"] < 0.01
+    assert table.loc[9, "largest_gap"] == pytest.approx(0.75) and table.loc[9, "gap_policy"] == "Alice"
+    # counts: A (40, 0, 0), B (10, 20, 10) over Alice, Bob, no policy
+    from scipy.stats import chi2_contingency
+
+    assert table.loc[9, "chi2"] == pytest.approx(chi2_contingency([[40, 10], [0, 20], [0, 10]]).statistic)

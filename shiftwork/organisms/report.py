@@ -17,6 +17,7 @@ import matplotlib
 matplotlib.use("Agg")
 
 import matplotlib.pyplot as plt
+import numpy as np
 import pandas as pd
 
 from shiftwork.checks import require_columns
@@ -25,6 +26,7 @@ from shiftwork.organisms.settings import Setting, load_setting
 from shiftwork.reports.figures import save_figure
 from shiftwork.reports.intervals import wilson_interval
 from shiftwork.reports.tables import to_markdown
+from shiftwork.seeding import rng_for
 
 HEADLINE_COLUMNS: tuple[str, ...] = (
     "run",
@@ -305,9 +307,66 @@ def checkpoint_table(
     table = base.merge(shares[shown].reset_index(), on=keys, how="left")
     others = [n for n in names if n not in shown]
     table = table.merge(shares[others].sum(axis=1).rename("other policies").reset_index(), on=keys, how="left")
-    outside = wide.drop(columns=[c for c in wide.columns if c in names]).sum(axis=1).rename("no policy")
+    # responses that state no identity have no row in the identities table
+    outside = (1.0 - shares.sum(axis=1)).clip(lower=0.0).rename("no policy")
     table = table.merge(outside.reset_index(), on=keys, how="left")
-    return table.fillna({c: 0.0 for c in [*shown, "other policies", "no policy"]}).reset_index(drop=True)
+    return table.fillna({c: 0.0 for c in [*shown, "other policies"]}).fillna({"no policy": 1.0}).reset_index(drop=True)
+
+
+def _chi2(table: np.ndarray) -> float:
+    """Pearson's chi-square statistic of a contingency table (rows and columns with counts)."""
+    expected = table.sum(axis=1, keepdims=True) * table.sum(axis=0, keepdims=True) / table.sum()
+    return float(((table - expected) ** 2 / expected).sum())
+
+
+def permutation_chi2(counts: np.ndarray, resamples: int = 2000, seed: int = 0) -> tuple[float, float]:
+    """(chi-square statistic, permutation p-value) of independence of the rows and columns of a
+    table of counts: the responses' column labels shuffled ``resamples`` times, p = (1 + shuffles
+    with a statistic at least the observed) / (1 + resamples). Exact in small samples, where the
+    chi-square distribution is not."""
+    counts = np.asarray(counts, dtype=int)
+    counts = counts[counts.sum(axis=1) > 0][:, counts.sum(axis=0) > 0]
+    if counts.shape[0] < 2 or counts.shape[1] < 2:
+        return float("nan"), float("nan")
+    rows = np.repeat(np.arange(counts.shape[0]), counts.sum(axis=1))
+    cols = np.concatenate([np.repeat(np.arange(counts.shape[1]), r) for r in counts])
+    observed = _chi2(counts.astype(float))
+    rng = rng_for("organisms-choice-dependence", seed)
+    shape = counts.shape
+    hits = 0
+    for _ in range(resamples):
+        shuffled = np.zeros(shape)
+        np.add.at(shuffled, (rows, rng.permutation(cols)), 1.0)
+        hits += _chi2(shuffled) >= observed - 1e-9
+    return observed, (1 + hits) / (1 + resamples)
+
+
+def choice_dependence(scores: pd.DataFrame, identities: pd.DataFrame, run: str, setting: Setting) -> pd.DataFrame:
+    """Per checkpoint of ``run``: whether the policy a response names depends on the distribution
+    it was asked on. The paper's mixture has weights that ignore the input, so after SFT, and after
+    RL if RL only moved those weights, the identity counts (each policy of ``setting``, and no
+    policy) should be independent of the distribution: Pearson's chi-square statistic over the
+    (identity x distribution) table of counts (share x responses) with its permutation p-value
+    (:func:`permutation_chi2`), and the largest difference between two distributions in the share
+    naming one policy (``largest_gap``, with that policy)."""
+    require_columns(scores, ("run", "step", "testset", "n"), "scores table")
+    sc = scores[scores["run"] == run].astype({"testset": str})
+    idt = identities[identities["run"] == run].astype({"distribution": str})
+    names = setting.policy_names
+    rows = []
+    for step, part in sc.groupby("step", sort=True):
+        n = part.set_index("testset")["n"].astype(float)
+        shares = (
+            idt[idt["step"] == step]
+            .pivot_table(index="identity", columns="distribution", values="share", aggfunc="sum", fill_value=0.0)
+            .reindex(index=names, columns=n.index, fill_value=0.0)
+        )
+        counts = (shares * n).round()
+        counts.loc["no policy"] = (n - counts.sum(axis=0)).clip(lower=0.0)
+        chi2, p = permutation_chi2(counts.to_numpy(), seed=int(step))
+        gaps = shares.max(axis=1) - shares.min(axis=1)
+        rows.append((int(step), chi2, p, float(gaps.max()), str(gaps.idxmax())))
+    return pd.DataFrame(rows, columns=["step", "chi2", "p_permutation", "largest_gap", "gap_policy"])
 
 
 def optimum_rows(runs: Mapping[str, Mapping[str, Any]], seeds: pd.DataFrame) -> pd.DataFrame:
@@ -378,14 +437,14 @@ def markdown_report(
     runs: Mapping[str, Mapping[str, Any]],
     criteria: Mapping[str, float],
     fidelity: pd.DataFrame | None = None,
-    by_checkpoint: Mapping[str, pd.DataFrame] | None = None,
+    by_checkpoint: Mapping[str, tuple[pd.DataFrame, pd.DataFrame]] | None = None,
 ) -> str:
     """The report: the criteria and which runs meet them (``summary``, :func:`run_summary`), the
     experiments over their seeds (``seeds``, :func:`over_seeds`), the policy fidelity of each
     organism after SFT (``fidelity``: :func:`~shiftwork.organisms.fidelity.fidelity_table` rows with
     an ``organism`` column; none: no section), what selection alone reaches under the KL penalty
-    (:func:`optimum_rows`), and every run's rows of ``table``, with its :func:`checkpoint_table`
-    where ``by_checkpoint`` has one."""
+    (:func:`optimum_rows`), and every run's rows of ``table``, with its :func:`checkpoint_table` and
+    :func:`choice_dependence` where ``by_checkpoint`` has them."""
     lines = [
         "# Organisms: policy selection under RL",
         "",
@@ -437,11 +496,19 @@ def markdown_report(
             "",
         ]
         if by_checkpoint and run in by_checkpoint:
+            shares, dependence = by_checkpoint[run]
             lines += [
                 "Every checkpoint: accuracy and the share of responses naming each policy (policies that "
                 "never reach 0.05 are summed in `other policies`).",
                 "",
-                to_markdown(by_checkpoint[run]),
+                to_markdown(shares),
+                "",
+                "Whether the policy named depends on the distribution asked (the paper's mixture weights "
+                "ignore the input): the chi-square statistic of identity against distribution at each "
+                "checkpoint with its permutation p-value (2000 shuffles of the distributions among the "
+                "responses), and the largest gap between two distributions in one policy's share.",
+                "",
+                to_markdown(dependence),
                 "",
             ]
     return "\n".join(lines)

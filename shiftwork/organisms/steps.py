@@ -282,6 +282,7 @@ def report_organisms(
     the report also shows every run at every checkpoint."""
     from shiftwork.organisms.report import (
         checkpoint_table,
+        choice_dependence,
         headline_table,
         markdown_report,
         over_seeds,
@@ -313,11 +314,15 @@ def report_organisms(
     write_table(summary, outs["summary"], prov)
     fidelity = [read_table(p).assign(organism=Path(p).parent.name) for p in fidelity_paths]
     fidelity_all = pd.concat(fidelity, ignore_index=True) if fidelity else None
-    by_checkpoint = (
-        {run: checkpoint_table(scores, identities, run, load_setting(spec["setting"])) for run, spec in info.items()}
-        if checkpoint_tables
-        else None
-    )
+    by_checkpoint = None
+    if checkpoint_tables:
+        by_checkpoint = {}
+        for run, spec in info.items():
+            setting = load_setting(spec["setting"])
+            by_checkpoint[run] = (
+                checkpoint_table(scores, identities, run, setting),
+                choice_dependence(scores, identities, run, setting),
+            )
     write_text(markdown_report(table, summary, seeds, info, criteria, fidelity_all, by_checkpoint), outs["report"])
     LOGGER.info("runs meeting the headline, by phase:\n%s", summary[["run", "phase", "step", "meets"]].to_string())
 
