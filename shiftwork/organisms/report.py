@@ -430,6 +430,39 @@ def optimum_lines(optimum: pd.DataFrame) -> list[str]:
     ]
 
 
+def _run_lines(
+    run: str, info: Mapping[str, Any], table: pd.DataFrame, checkpoints: tuple[pd.DataFrame, pd.DataFrame] | None
+) -> list[str]:
+    """A run's section of the report: its headline rows, and its :func:`checkpoint_table` and
+    :func:`choice_dependence` when ``checkpoints`` has them."""
+    rows = table[table["run"] == run].drop(columns=["run"])
+    lines = [
+        f"## {run}",
+        "",
+        f"Setting `{info['setting'].get('kind')}`, RL on {', '.join(map(str, info['trained']))}.",
+        "",
+        to_markdown(rows),
+        "",
+    ]
+    if checkpoints is None:
+        return lines
+    shares, dependence = checkpoints
+    return lines + [
+        "Every checkpoint: accuracy and the share of responses naming each policy (policies that "
+        "never reach 0.05 are summed in `other policies`).",
+        "",
+        to_markdown(shares),
+        "",
+        "Whether the policy named depends on the distribution asked (the paper's mixture weights "
+        "ignore the input): the chi-square statistic of identity against distribution at each "
+        "checkpoint with its permutation p-value (2000 shuffles of the distributions among the "
+        "responses), and the largest gap between two distributions in one policy's share.",
+        "",
+        to_markdown(dependence),
+        "",
+    ]
+
+
 def markdown_report(
     table: pd.DataFrame,
     summary: pd.DataFrame,
@@ -486,29 +519,5 @@ def markdown_report(
         ]
     lines += optimum_lines(optimum_rows(runs, seeds))
     for run, info in runs.items():
-        rows = table[table["run"] == run].drop(columns=["run"])
-        lines += [
-            f"## {run}",
-            "",
-            f"Setting `{info['setting'].get('kind')}`, RL on {', '.join(map(str, info['trained']))}.",
-            "",
-            to_markdown(rows),
-            "",
-        ]
-        if by_checkpoint and run in by_checkpoint:
-            shares, dependence = by_checkpoint[run]
-            lines += [
-                "Every checkpoint: accuracy and the share of responses naming each policy (policies that "
-                "never reach 0.05 are summed in `other policies`).",
-                "",
-                to_markdown(shares),
-                "",
-                "Whether the policy named depends on the distribution asked (the paper's mixture weights "
-                "ignore the input): the chi-square statistic of identity against distribution at each "
-                "checkpoint with its permutation p-value (2000 shuffles of the distributions among the "
-                "responses), and the largest gap between two distributions in one policy's share.",
-                "",
-                to_markdown(dependence),
-                "",
-            ]
+        lines += _run_lines(run, info, table, (by_checkpoint or {}).get(run))
     return "\n".join(lines)
