@@ -108,7 +108,7 @@ def head(study: str, record: Mapping[str, Any]) -> str:
         ),
         ("date", record["date"]),
         ("time", timing),
-        ("CPU", f"{record['cpu']}, {record['cores']} cores"),
+        ("CPU", f"{record['cpu']}, {record['cores']} core{'' if record['cores'] == 1 else 's'}"),
     ]
     table = "\n".join(f"| {k} | {v} |" for k, v in rows)
     return (
