@@ -57,6 +57,12 @@ def test_run_time_sums_the_runs_that_wrote_into_the_configs_folder(work):
     assert pub.run_time(work, "default") == (3723.5, 2)
 
 
+def test_one_run_and_one_core_are_said_in_the_singular():
+    text = pub.head("trajectory", {**RECORD, "runs": 1, "cores": 1})
+    assert "elapsed over the Snakemake run that wrote into `results/default/`" in text
+    assert "| CPU | AVX2, bf16 emulated, 1 core |" in text
+
+
 def test_headings_go_one_level_down():
     assert pub.shift_headings("# A\ntext # not\n## B\n###### F") == "## A\ntext # not\n### B\n###### F"
 

@@ -95,8 +95,9 @@ def figures(study_dir: Path) -> list[Path]:
 
 
 def head(study: str, record: Mapping[str, Any]) -> str:
+    runs = "the Snakemake run that wrote" if record["runs"] == 1 else f"the {record['runs']} Snakemake runs that wrote"
     timing = (
-        f"{_duration(record['elapsed_s'])} elapsed over the {record['runs']} Snakemake runs that wrote"
+        f"{_duration(record['elapsed_s'])} elapsed over {runs}"
         f" into `results/{record['name']}/` (reruns included); {_duration(record['job_s'])} of job time"
         f" summed over the {record['jobs']} jobs with a benchmark file"
     )
