@@ -1,16 +1,13 @@
-from pathlib import Path
-
 from shiftwork.crossstudy.jobs import ScoredCheckpoint
 from shiftwork.gpu_claim import claim_gpu
 from shiftwork.logs import log_to
 
-base = Path(snakemake.input.base)
-checkpoint = ScoredCheckpoint(
-    study=snakemake.params.study,
-    run=snakemake.wildcards.run,
-    step=int(snakemake.wildcards.step),
-    base_dir=str(base.parent if base.is_file() else base),
-    path=f"{snakemake.input.checkpoints}/checkpoint-{snakemake.wildcards.step}",
+checkpoint = ScoredCheckpoint.of_job(
+    snakemake.params.study,
+    snakemake.wildcards.run,
+    snakemake.wildcards.step,
+    snakemake.input.base,
+    snakemake.input.checkpoints,
 )
 
 # the claim sets CUDA_VISIBLE_DEVICES, which CUDA reads once: import the step after it

@@ -742,3 +742,15 @@ def test_the_calibration_line_says_when_a_calibrated_run_has_no_significant_pair
     assert _calibration_line(loose, "r", 0).endswith("above alpha 0.05); it has no significant pair.")
     assert "are not findings" in _calibration_line(loose, "r", 3)
     assert _calibration_line(None, "r", 1).startswith("No calibration on null runs")
+
+
+def test_a_scoring_job_loads_onto_the_folder_of_its_base_record(tmp_path):
+    from shiftwork.crossstudy.jobs import ScoredCheckpoint
+
+    record = tmp_path / "model" / "shiftwork.json"
+    record.parent.mkdir()
+    record.write_text("{}")
+    job = ScoredCheckpoint.of_job("trajectory", "r", "4", str(record), str(tmp_path / "ckpts"))
+    assert job == ScoredCheckpoint("trajectory", "r", 4, str(tmp_path / "model"), f"{tmp_path / 'ckpts'}/checkpoint-4")
+    # an SFT organism is a folder, loaded as it is
+    assert ScoredCheckpoint.of_job("organisms", "o", 0, str(tmp_path), "c").base_dir == str(tmp_path)
