@@ -12,7 +12,6 @@ step), whether it is significant in each. A finding significant in one precision
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 import pandas as pd
 
@@ -26,19 +25,6 @@ REPLY_KEYS = ["model", "step", "dataset", "prompt_id", "variant_id"]
 AGREEMENT_COLUMNS = ["run", "step", "n", "agree", "agree_share"]
 SGS_DIFF_COLUMNS = ["study", "run", "step", "axis", *(f"sgs_{d}" for d in DTYPES), "difference"]
 FINDING_COLUMNS = ["question", "run", "axis", "where", *(f"significant_{d}" for d in DTYPES), "fragile"]
-
-
-def per_prompt_at(
-    deltas: pd.DataFrame, generations: pd.DataFrame, runs: Mapping[str, Mapping[str, Any]], R: Mapping[str, float]
-) -> pd.DataFrame:
-    """Per-prompt instability of one precision's scoring, with the axes that fit each checkpoint's
-    replies, as the cross-study's collect step makes it (``runs``: each run's ``study`` and
-    ``answers``)."""
-    answers = {run: list(spec.get("answers") or ()) for run, spec in runs.items()}
-    kinds = replies.reply_kinds(generations, answers)
-    table = replies.by_kind(stats.per_prompt(deltas, R), kinds)
-    table.insert(0, "study", table["run"].map(lambda r: runs[r]["study"]))
-    return table
 
 
 def reply_agreement(first: pd.DataFrame, second: pd.DataFrame) -> pd.DataFrame:

@@ -49,7 +49,7 @@ def _one_precision(
     generations), as the cross-study's collect and analyse steps make them."""
     deltas = pd.concat([read_table(p) for p in paths["deltas"]], ignore_index=True)
     generations = pd.concat([read_table(p) for p in paths["generations"]], ignore_index=True)
-    per_prompt = precision.per_prompt_at(deltas, generations, runs, R)
+    per_prompt, _ = stats.per_prompt_by_kind(deltas, generations, runs, R)
     traj = per_prompt[per_prompt["study"] == "trajectory"]
     if len(traj) and trajectory:
         pairs = an.stability_pairs(traj, read_table(trajectory["scores"]), read_table(trajectory["items"]), analysis)

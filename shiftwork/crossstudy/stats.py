@@ -9,6 +9,7 @@ and Holm-adjusted across the run's later steps for each (set, axis)."""
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -16,6 +17,7 @@ import pingouin as pg
 from scipy import stats as sps
 
 from shiftwork.checks import require_columns
+from shiftwork.crossstudy import replies
 from shiftwork.crossstudy.replies import CROSS_AXES
 from shiftwork.stability import stats as sstats
 
@@ -52,6 +54,20 @@ def per_prompt(deltas: pd.DataFrame, R: Mapping[str, float]) -> pd.DataFrame:
         parts.append(table)
     out = pd.concat(parts, ignore_index=True).rename(columns={"model": "run"})
     return out.sort_values(["run", "step", "dataset", "prompt_id"], kind="stable").reset_index(drop=True)
+
+
+def per_prompt_by_kind(
+    deltas: pd.DataFrame, generations: pd.DataFrame, runs: Mapping[str, Mapping[str, Any]], R: Mapping[str, float]
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(per-prompt instability with the axes that fit each checkpoint's replies and each run's
+    ``study``, the replies' kinds): :func:`per_prompt` through
+    :func:`shiftwork.crossstudy.replies.by_kind`, the kinds from ``generations`` and each run's
+    ``answers`` in ``runs`` (none for free-form runs)."""
+    answers = {run: list(spec.get("answers") or ()) for run, spec in runs.items()}
+    kinds = replies.reply_kinds(generations, answers)
+    table = replies.by_kind(per_prompt(deltas, R), kinds)
+    table.insert(0, "study", table["run"].map(lambda r: runs[r]["study"]))
+    return table, kinds
 
 
 def _axes(per_prompt: pd.DataFrame) -> list[str]:

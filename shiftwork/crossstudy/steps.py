@@ -38,15 +38,12 @@ def crossstudy_collect(
     ``replies``: each checkpoint's replies' kind and precision."""
     deltas = pd.concat([read_table(p) for p in delta_paths], ignore_index=True)
     generations = [read_table(p) for p in generation_paths]
-    answers = {run: list(spec.get("answers") or ()) for run, spec in runs.items()}
-    kinds = replies.reply_kinds(pd.concat(generations, ignore_index=True), answers)
-    per_prompt = replies.by_kind(stats.per_prompt(deltas, R), kinds)
+    per_prompt, kinds = stats.per_prompt_by_kind(deltas, pd.concat(generations, ignore_index=True), runs, R)
     parsed = [g for g in generations if "correct" in g.columns]
     if parsed:
         outs_behaviour = stats.behaviour(pd.concat(parsed, ignore_index=True))
     else:
         outs_behaviour = stats.behaviour(pd.DataFrame())
-    per_prompt.insert(0, "study", per_prompt["run"].map(lambda r: runs[r]["study"]))
     sgs = stats.sgs(per_prompt)
     changes = stats.changes(per_prompt, alpha)
     prov = make_provenance("crossstudy_collect", {"R": dict(R), "alpha": alpha})
