@@ -285,6 +285,17 @@ def seeds_table(seeds: pd.DataFrame) -> pd.DataFrame:
     )
 
 
+def policy_shares(identities: pd.DataFrame, run: str, names: Sequence[str]) -> pd.DataFrame:
+    """The share of ``run``'s responses naming each policy of ``names`` (a column each, 0 where
+    none did), one row per (step, distribution) the identities table has."""
+    require_columns(identities, ("run", "step", "distribution", "identity", "share"), "identities table")
+    idt = identities[identities["run"] == run].astype({"distribution": str})
+    wide = idt.pivot_table(
+        index=["step", "distribution"], columns="identity", values="share", aggfunc="sum", fill_value=0.0
+    )
+    return wide.reindex(columns=list(names), fill_value=0.0)
+
+
 def checkpoint_table(
     scores: pd.DataFrame, identities: pd.DataFrame, run: str, setting: Setting, floor: float = 0.05
 ) -> pd.DataFrame:
@@ -293,16 +304,13 @@ def checkpoint_table(
     run; the other policies' shares are summed in ``other policies``, and responses naming no policy
     of the setting in ``no policy``."""
     require_columns(scores, ("run", "step", "testset", "accuracy"), "scores table")
-    require_columns(identities, ("run", "step", "distribution", "identity", "share"), "identities table")
     sc = scores[scores["run"] == run].rename(columns={"testset": "distribution"})
     if sc.empty:
         raise ValueError(f"scores table has no rows for run '{run}'")
     keys = ["step", "distribution"]
     base = sc[keys + ["accuracy"]].astype({"distribution": str}).sort_values(keys, kind="stable")
-    idt = identities[identities["run"] == run].astype({"distribution": str})
     names = setting.policy_names
-    wide = idt.pivot_table(index=keys, columns="identity", values="share", aggfunc="sum", fill_value=0.0)
-    shares = wide.reindex(columns=names, fill_value=0.0)
+    shares = policy_shares(identities, run, names)
     shown = [n for n in names if (shares[n] >= floor).any()]
     table = base.merge(shares[shown].reset_index(), on=keys, how="left")
     others = [n for n in names if n not in shown]
@@ -351,16 +359,12 @@ def choice_dependence(scores: pd.DataFrame, identities: pd.DataFrame, run: str, 
     naming one policy (``largest_gap``, with that policy)."""
     require_columns(scores, ("run", "step", "testset", "n"), "scores table")
     sc = scores[scores["run"] == run].astype({"testset": str})
-    idt = identities[identities["run"] == run].astype({"distribution": str})
-    names = setting.policy_names
+    wide = policy_shares(identities, run, setting.policy_names)
     rows = []
     for step, part in sc.groupby("step", sort=True):
         n = part.set_index("testset")["n"].astype(float)
-        shares = (
-            idt[idt["step"] == step]
-            .pivot_table(index="identity", columns="distribution", values="share", aggfunc="sum", fill_value=0.0)
-            .reindex(index=names, columns=n.index, fill_value=0.0)
-        )
+        at = wide.xs(step, level="step") if step in wide.index.get_level_values("step") else wide.iloc[0:0]
+        shares = at.T.reindex(index=setting.policy_names, columns=n.index, fill_value=0.0)
         counts = (shares * n).round()
         counts.loc["no policy"] = (n - counts.sum(axis=0)).clip(lower=0.0)
         chi2, p = permutation_chi2(counts.to_numpy(), seed=int(step))
