@@ -4,9 +4,14 @@ from __future__ import annotations
 
 import torch
 
+from shiftwork.vector_math import warm_up
+
 
 def pick_device(prefer: str | None = None) -> torch.device:
-    """``prefer`` may force "cpu" or "cuda"; by default CUDA is used when present."""
+    """``prefer`` may force "cpu" or "cuda"; by default CUDA is used when present. The first
+    call also makes the first call of each vector math function
+    (:func:`shiftwork.vector_math.warm_up`), before the job loads a model."""
+    warm_up()
     if prefer == "cpu":
         return torch.device("cpu")
     if torch.cuda.is_available():
