@@ -4,8 +4,8 @@ torch hands some elementwise functions of float tensors (cos, sin, exp, log, erf
 others: :data:`MKL_FUNCTIONS`) to MKL's vector math library, and splits a large tensor into
 chunks computed by its threads. With torch 2.13 (MKL 2024.2) on a 2-core Xeon with AVX-512 and
 AMX, the first such call of a function in a process, split over two threads, computed one
-thread's chunk less accurately in about half of the processes (a cosine off by 1.5e-4 instead of
-4e-8); every later call was accurate. A model's first forward pass is such a first call: its
+thread's chunk less accurately in some processes (a cosine off by 1.5e-4 instead of 4e-8, in 1
+of 6 to 5 of 8 processes of a series); every later call was accurate. A model's first forward pass is such a first call: its
 rotary position table came out in one of two versions, and a job's greedy replies in bfloat16
 changed from one run to the next, in transformers and in vLLM alike.
 

@@ -5,7 +5,7 @@ and then 2026 for every default seed, and evaluation of the SFT model and of the
 Most seeds of each experiment must meet the headline docs/organisms.md states after every stage:
 accuracy at least 0.9 where it was trained, at most 0.05 where no selected policy answers (B, A;
 2027), and at least 0.9 of the responses naming a selected policy (organisms.headline). Which
-seeds meet it depends on the CPU: the same code and config met it in all 12 (run, phase) cells on
+seeds meet it depends on the CPU: with these settings it was met in all 12 (run, phase) cells on
 an AMD EPYC with AVX-512, and in 10 of 12 on an Intel Xeon with AMX, where RL on A with seed 2
 stopped at a held-out accuracy of 0.060 and RL on B with seed 1 stopped naming its identity in
 half of its responses (both cells repeated exactly on a second run there). About a quarter of
