@@ -20,26 +20,28 @@ import functools
 
 import torch
 
-#: the functions ATen routes to MKL (``ATen/cpu/vml.h``, ``IMPLEMENT_VML_MKL``), in float32 and
-#: float64, with an argument inside each one's domain
-MKL_FUNCTIONS = {
-    "acos": 0.5,
-    "asin": 0.5,
-    "atan": 0.5,
-    "cos": 0.5,
-    "erf": 0.5,
-    "erfc": 0.5,
-    "erfinv": 0.5,
-    "exp": 0.5,
-    "log": 0.5,
-    "log10": 0.5,
-    "log2": 0.5,
-    "sin": 0.5,
-    "sqrt": 0.5,
-    "tan": 0.5,
-    "tanh": 0.5,
-    "trunc": 0.5,
-}
+#: the functions ATen routes to MKL (``ATen/cpu/vml.h``, ``IMPLEMENT_VML_MKL``), warmed in float32
+#: and float64
+MKL_FUNCTIONS = (
+    "acos",
+    "asin",
+    "atan",
+    "cos",
+    "erf",
+    "erfc",
+    "erfinv",
+    "exp",
+    "log",
+    "log10",
+    "log2",
+    "sin",
+    "sqrt",
+    "tan",
+    "tanh",
+    "trunc",
+)
+#: the warm-up's argument, inside every one of their domains
+ARGUMENT = 0.5
 #: elements per warm-up call: far below the 2048 at which ATen splits a unary function over threads
 ELEMENTS = 16
 
@@ -49,5 +51,5 @@ def warm_up() -> None:
     """Call each of :data:`MKL_FUNCTIONS` once in float32 and once in float64, on
     :data:`ELEMENTS` elements (once per process)."""
     for dtype in (torch.float32, torch.float64):
-        for name, value in MKL_FUNCTIONS.items():
-            getattr(torch, name)(torch.full((ELEMENTS,), value, dtype=dtype))
+        for name in MKL_FUNCTIONS:
+            getattr(torch, name)(torch.full((ELEMENTS,), ARGUMENT, dtype=dtype))
