@@ -46,7 +46,7 @@ Pipeline
 3. :func:`label_bias` gives, per checkpoint, the share of test predictions that are
    ``"entailment"`` (pooled over the run's test sets, and per set).
 4. :func:`pair_table` gives, per run and pair of OOD sets, the raw Pearson correlation, the
-   linear partial correlation (Pearson and Spearman, via :func:`pingouin.partial_corr`), the
+   linear partial correlation (Pearson and Spearman, as :func:`pingouin.partial_corr` gives it), the
    spline control, the GAM control, the linear partial correlation controlling for the ID
    accuracy *and* the label bias, Holm and Benjamini-Hochberg adjusted p-values across the
    pairs of the run, the *primary* method's columns (``method``: ``"linear"`` or ``"gam"``),
@@ -557,42 +557,54 @@ def _raw(a: np.ndarray, b: np.ndarray) -> tuple[float, float]:
     return float(res.statistic), float(res.pvalue)
 
 
-def _partial(table: pd.DataFrame, a: str, b: str, covar: str, method: str) -> tuple[float, float, float, float]:
-    """``(r, p, ci_low, ci_high)`` of :func:`pingouin.partial_corr`; NaNs when degenerate.
+_Z95 = float(abs(sps.norm.ppf(0.025)))
+"""The normal quantile of pingouin's two-sided 95% Fisher-z interval."""
+
+
+def _partial(a: np.ndarray, b: np.ndarray, covar: np.ndarray, method: str) -> tuple[float, float, float, float]:
+    """``(r, p, ci_low, ci_high)`` of ``pingouin.partial_corr(x=a, y=b, covar=covar, method=method)``
+    with one covariate; NaNs when degenerate.
 
     Degenerate: ``a`` or ``b`` (their ranks for Spearman) constant or an exact linear function
     of ``covar`` (of its ranks), or ``covar`` constant.
+
+    Computed in closed form, as pingouin defines it: ``r`` the partial correlation of the
+    (Spearman: average-rank) columns, ``(r_ab - r_az r_bz) / sqrt((1 - r_az**2)(1 - r_bz**2))``,
+    which equals pingouin's ``-P_ab / sqrt(P_aa P_bb)`` of the inverse correlation matrix; ``p``
+    from Student's t with ``n - 3`` degrees of freedom and 0 when ``r**2`` is close to 1
+    (:func:`numpy.isclose`), as pingouin's ``_correl_pvalue``; the interval pingouin's
+    :func:`~pingouin.compute_esci` gives over ``n - 1`` observations (Fisher z, standard error
+    ``1 / sqrt(n - 4)``; ``[-1, 1]`` at ``n = 4``) at full precision, where ``partial_corr``
+    rounds it for display. The calibration runs this on every pair of every null replicate,
+    where pingouin's data-frame checks took most of the time; the tests hold it to pingouin.
     """
-    cols = table[[a, b, covar]].astype(float)
-    values = cols.rank().to_numpy() if method == "spearman" else cols.to_numpy()
+    values = np.column_stack([a, b, covar]).astype(float)
+    if method == "spearman":
+        values = np.column_stack([sps.rankdata(values[:, j]) for j in range(3)])
     z = values[:, 2]
     if np.ptp(z) == 0.0:
         return math.nan, math.nan, math.nan, math.nan
     design = np.column_stack([np.ones_like(z), z])
     if _no_variance_left(values[:, 0], design) or _no_variance_left(values[:, 1], design):
         return math.nan, math.nan, math.nan, math.nan
-    # Rename so that testset names can never clash with pingouin's argument checks.
-    data = pd.DataFrame({"a": cols[a].to_numpy(), "b": cols[b].to_numpy(), "z": cols[covar].to_numpy()})
-    with warnings.catch_warnings(), np.errstate(divide="ignore", invalid="ignore"):
-        # n = 4 gives an infinite CI standard error (pingouin then returns [-1, 1]); residuals of
-        # a and b that are exactly collinear make the covariance matrix singular (r = +-1).
-        warnings.simplefilter("ignore", RuntimeWarning)
-        warnings.filterwarnings("ignore", message=".*rank-deficient.*", category=UserWarning)
-        res = pg.partial_corr(data=data, x="a", y="b", covar="z", method=method)
-        r = float(res["r"].iloc[0])
-        p = float(res["p_val"].iloc[0])
-        if not np.isfinite(r):
-            return math.nan, math.nan, math.nan, math.nan
-        # pingouin's CI95 column is rounded to 2 decimals for display (pingouin.options
-        # "round.column.CI95"); recompute the same interval (Fisher z, n - k observations with
-        # k = 1 covariate, exactly as partial_corr does) at full precision.
-        n = int(res["n"].iloc[0])
-        lo, hi = (float(v) for v in pg.compute_esci(stat=r, nx=n - 1, ny=n - 1, eftype="r", decimals=15))
+    c = np.corrcoef(values, rowvar=False)
+    denominator = (1.0 - c[0, 2] ** 2) * (1.0 - c[1, 2] ** 2)
+    if not denominator > 0.0:
+        return math.nan, math.nan, math.nan, math.nan
+    r = float(np.clip((c[0, 1] - c[0, 2] * c[1, 2]) / math.sqrt(denominator), -1.0, 1.0))
+    if not math.isfinite(r):
+        return math.nan, math.nan, math.nan, math.nan
+    n = len(values)
+    p = 0.0 if np.isclose(r * r, 1.0) else _corr_p(r, n - 3.0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        centre, half = np.arctanh(r), _Z95 / np.sqrt(n - 4.0)
+        lo, hi = float(np.tanh(centre - half)), float(np.tanh(centre + half))
     return r, p, lo, hi
 
 
-def _nonlinear(a: np.ndarray, b: np.ndarray, z: np.ndarray, df: int) -> tuple[float, float]:
-    """Correlation of the spline residuals of ``a`` and ``b`` on ``z`` and its p-value.
+def _nonlinear(a: np.ndarray, b: np.ndarray, z: np.ndarray, design: np.ndarray) -> tuple[float, float]:
+    """Correlation of the spline residuals of ``a`` and ``b`` on ``z`` (``design``, the spline
+    design of ``z``, made once for all pairs of a run) and its p-value.
 
     The p-value *does* adjust the degrees of freedom for the fit: with a design of rank
     ``q`` (intercept included; ``1 + df`` for the spline, 3 for the quadratic fallback) it
@@ -604,7 +616,6 @@ def _nonlinear(a: np.ndarray, b: np.ndarray, z: np.ndarray, df: int) -> tuple[fl
     """
     if np.ptp(z) == 0.0:
         return math.nan, math.nan
-    design = _design(z, "spline", df)
     if _no_variance_left(a, design) or _no_variance_left(b, design):
         return math.nan, math.nan
     ra = _fit_residuals(a, design)
@@ -685,15 +696,16 @@ def _run_pairs(
     z = table[id_col].to_numpy(dtype=float)
     fits = {c: gam_fit(table[c].to_numpy(dtype=float), z, gam_df) for c in table.attrs["ood"]}
     line = np.column_stack([np.ones_like(z), z])
+    spline = _design(z, "spline", df)
     out: list[dict[str, Any]] = []
     for a, b in itertools.combinations(table.attrs["ood"], 2):
         av = table[a].to_numpy(dtype=float)
         bv = table[b].to_numpy(dtype=float)
         r_raw, p_raw = _raw(av, bv)
-        r_p, p_p, lo, hi = _partial(table, a, b, id_col, "pearson")
+        r_p, p_p, lo, hi = _partial(av, bv, z, "pearson")
         p_p, n_eff = _dependent(r_p, p_p, _fit_residuals(av, line), _fit_residuals(bv, line), 2.0, dependence)
-        r_s, p_s, _, _ = _partial(table, a, b, id_col, "spearman")
-        r_n, p_n = _nonlinear(av, bv, z, df)
+        r_s, p_s, _, _ = _partial(av, bv, z, "spearman")
+        r_n, p_n = _nonlinear(av, bv, z, spline)
         r_g, p_g, edf = _gam(fits[a], fits[b], av, bv, z)
         p_g, n_eff_gam = _dependent(r_g, p_g, fits[a].resid, fits[b].resid, edf, dependence)
         r_b, p_b = _partial_bias(av, bv, z, bias)
