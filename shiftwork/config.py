@@ -53,6 +53,7 @@ def reference_errors(config: Mapping[str, Any]) -> list[str]:
         *organism_errors(config.get("organisms") or {}, models),
         *crossstudy_errors(config),
         *trainer_args_errors(config),
+        *warmup_errors(config),
         *api_model_errors(config),
         *checkpoint_source_errors(config),
         *studies_errors(config),
@@ -251,6 +252,40 @@ def trainer_args_places(config: Mapping[str, Any]) -> list[tuple[str, Any, list[
         if "trainer_args" in ((spec or {}).get("train") or {}):
             places.append((f"organisms.runs.{name}.train.trainer_args", spec["train"]["trainer_args"], ["GRPOConfig"]))
     return places
+
+
+def warmup_errors(config: Mapping[str, Any]) -> list[str]:
+    """A warm-up under scheduler ``constant``, which has none: transformers' ``constant`` schedule
+    ignores ``warmup_steps``, so the run would start at the full learning rate while its config
+    says otherwise. Checked for every trajectory run (``warmup_ratio``), every organism's SFT and
+    the RL settings of every organisms run (``organisms.rl`` under the run's own ``train``)."""
+
+    def problem(key: str, settings: Mapping[str, Any], field: str) -> list[str]:
+        if (settings.get(field) or 0) > 0 and settings.get("scheduler") == "constant":
+            return [
+                f"config key '{key}.{field}': {settings[field]} asks for a warm-up, but scheduler 'constant' has "
+                "none (transformers ignores it there); set scheduler to constant_with_warmup, linear or cosine, "
+                f"or {field} to 0"
+            ]
+        return []
+
+    errors = []
+    traj = config.get("trajectory") or {}
+    for section in ("runs", "grid"):
+        for name, spec in (traj.get(section) or {}).items():
+            errors += problem(
+                f"trajectory.{section}.{name}.finetune", (spec or {}).get("finetune") or {}, "warmup_ratio"
+            )
+    org = config.get("organisms") or {}
+    for name, spec in (org.get("sft") or {}).items():
+        errors += problem(f"organisms.sft.{name}.train", (spec or {}).get("train") or {}, "warmup_steps")
+    rl = org.get("rl") or {}
+    errors += problem("organisms.rl", rl, "warmup_steps")
+    for name, spec in (org.get("runs") or {}).items():
+        own = (spec or {}).get("train") or {}
+        if own.keys() & {"scheduler", "warmup_steps"}:
+            errors += problem(f"organisms.runs.{name}.train", {**rl, **own}, "warmup_steps")
+    return errors
 
 
 def trainer_args_errors(config: Mapping[str, Any]) -> list[str]:

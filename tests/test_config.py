@@ -109,6 +109,27 @@ def test_model_source_kind_fields_are_checked(default_config):
     assert "'path' is a required property" in msg
 
 
+def test_a_warm_up_under_the_constant_schedule_is_an_error_naming_its_key(default_config):
+    """transformers' constant schedule ignores warmup_steps: a run would start at the full rate."""
+    cfg = copy.deepcopy(default_config)
+    run = next(iter(cfg["trajectory"]["runs"]))
+    cfg["trajectory"]["runs"][run]["finetune"]["warmup_ratio"] = 0.1
+    cfg["organisms"]["rl"]["warmup_steps"] = 20
+    msg = errors_of(cfg)
+    assert f"config key 'trajectory.runs.{run}.finetune.warmup_ratio': 0.1 asks for a warm-up" in msg
+    assert "config key 'organisms.rl.warmup_steps': 20 asks for a warm-up" in msg
+    # one run's own schedule is checked with the RL settings it overrides
+    cfg = copy.deepcopy(default_config)
+    cfg["organisms"]["rl"].update(scheduler="constant_with_warmup", warmup_steps=20)
+    check_config(cfg)
+    cfg["organisms"]["runs"]["two-policy-rl-A"]["train"] = {"scheduler": "constant"}
+    assert "config key 'organisms.runs.two-policy-rl-A.train.warmup_steps': 20" in errors_of(cfg)
+    cfg["organisms"]["runs"]["two-policy-rl-A"]["train"] = {"scheduler": "cosine"}
+    check_config(cfg)
+    cfg["trajectory"]["runs"][run]["finetune"].update(scheduler="constant_with_warmup", warmup_ratio=0.1)
+    check_config(cfg)
+
+
 def test_every_problem_is_listed(default_config):
     cfg = copy.deepcopy(default_config)
     cfg["models"]["gemma3-270m"]["chat"] = "no"
