@@ -99,6 +99,7 @@ rule crossstudy_collect:
         per_prompt=res("crossstudy/per_prompt.parquet"),
         sgs=res("crossstudy/sgs.parquet"),
         changes=res("crossstudy/changes.parquet"),
+        change_null=res("crossstudy/change_null.parquet"),
         behaviour=res("crossstudy/behaviour.parquet"),
         replies=res("crossstudy/replies.parquet"),
     log:
@@ -112,8 +113,61 @@ rule crossstudy_collect:
         },
         R=STATS_R,
         alpha=TRAJECTORY["analysis"]["alpha"],
+        calibration=TRAJECTORY["analysis"]["calibration"],
     script:
         "../scripts/crossstudy_collect.py"
+
+
+# the free-form probe: evenly spaced checkpoints of a trajectory run answer the stability study's
+# own prompts and gated variants (structural rewrites included), as that study asks the model
+rule crossstudy_freeform_score:
+    input:
+        filtered=freeform_filtered,
+        baseline=res("stability/gate/baseline.parquet"),
+        base=cross_base,
+        checkpoints=cross_checkpoints,
+    output:
+        generations=res("crossstudy/freeform/generations/{run}/step-{step}.parquet"),
+        probes=res("crossstudy/freeform/probes/{run}/step-{step}.parquet"),
+        deltas=res("crossstudy/freeform/deltas/{run}/step-{step}.parquet"),
+    log:
+        logs("crossstudy_freeform_score/{run}/step-{step}.log"),
+    benchmark:
+        bench("crossstudy_freeform_score/{run}/step-{step}.tsv")
+    conda:
+        gpu_env
+    threads: 1
+    resources:
+        gpu=1,
+    params:
+        settings=freeform_settings,
+        encoder=GATE["encoder"],
+        encoder_spec=encoder_spec,
+    script:
+        "../scripts/crossstudy_freeform_score.py"
+
+
+rule crossstudy_freeform_collect:
+    input:
+        deltas=freeform_outputs("deltas"),
+        generations=freeform_outputs("generations"),
+    output:
+        per_prompt=res("crossstudy/freeform/per_prompt.parquet"),
+        sgs=res("crossstudy/freeform/sgs.parquet"),
+        changes=res("crossstudy/freeform/changes.parquet"),
+        change_null=res("crossstudy/freeform/change_null.parquet"),
+        replies=res("crossstudy/freeform/replies.parquet"),
+    log:
+        logs("crossstudy_freeform_collect.log"),
+    conda:
+        "../envs/shiftwork.yaml"
+    params:
+        runs=FREEFORM_RUNS,
+        R=STATS_R,
+        alpha=TRAJECTORY["analysis"]["alpha"],
+        calibration=TRAJECTORY["analysis"]["calibration"],
+    script:
+        "../scripts/crossstudy_freeform_collect.py"
 
 
 rule crossstudy_analyse:
@@ -157,8 +211,10 @@ rule crossstudy_calibrate:
 
 rule crossstudy_report:
     input:
+        unpack(lambda wildcards: freeform_report_inputs()),
         sgs=res("crossstudy/sgs.parquet"),
         changes=res("crossstudy/changes.parquet"),
+        change_null=res("crossstudy/change_null.parquet"),
         pairs=res("crossstudy/pairs.parquet"),
         organisms_steps=res("crossstudy/organisms_steps.parquet"),
         organisms_timing=res("crossstudy/organisms_timing.parquet"),

@@ -1,5 +1,5 @@
 # The cross-study's settings and input functions; rules/crossstudy.smk includes this file first.
-from shiftwork.crossstudy.select import every_kth, steps_on_disk
+from shiftwork.crossstudy.select import evenly_spaced, every_kth, steps_on_disk
 from shiftwork.schema import with_defaults
 
 # without a crossstudy section: no runs, every setting at its default
@@ -183,6 +183,76 @@ def cross_figures():
             res(f"crossstudy/figures/{run}.svg"),
         )
         for run in CROSS_RUNS
+    }
+
+
+# the free-form probe: the trajectory runs' checkpoints on the stability study's own prompts
+FREEFORM = CROSS["freeform"]
+FREEFORM_RUNS = (
+    [run for run, study in CROSS_RUNS.items() if study == "trajectory"]
+    if FREEFORM["enabled"]
+    else []
+)
+
+
+def freeform_steps(run):
+    """The checkpoint steps of trajectory run ``run`` the free-form probe reads, evenly spaced."""
+    return evenly_spaced(run_steps(RUNS[run]), FREEFORM["checkpoints"])
+
+
+def freeform_outputs(kind):
+    """The input function of one kind of the probe's per-checkpoint tables (deltas, generations)."""
+
+    def paths(wildcards):
+        return [
+            f"{OUT}/crossstudy/freeform/{kind}/{run}/step-{step}.parquet"
+            for run in FREEFORM_RUNS
+            for step in freeform_steps(run)
+        ]
+
+    return paths
+
+
+def freeform_filtered(wildcards):
+    """The stability study's gated variants of each of its prompt sets."""
+    return [res(f"stability/filtered/{name}.parquet") for name in STABILITY["datasets"]]
+
+
+def freeform_settings(wildcards):
+    """How a trajectory checkpoint answers the probe: as the stability study asks the run's model
+    (chat template or plain format), in the precision its NLI prompts are scored in, with the
+    stability study's reply length and axis definitions."""
+    model = config["models"][RUNS[wildcards.run]["model"]]
+    axes = STABILITY["axes"]
+    return {
+        "batch_size": CROSS["batch_size"],
+        "dtype": TRAJECTORY["eval_dtype"],
+        "max_new_tokens": FREEFORM["max_new_tokens"]
+        or STABILITY["generation"]["max_new_tokens"],
+        "plain_format": model.get("plain_format", "qa"),
+        "axes": {
+            key: axes[key]
+            for key in (
+                "bleu",
+                "bert_scale",
+                "noise_detector",
+                "length_mirroring",
+                "empty_baseline",
+                "act_layers",
+            )
+        },
+        "structural_baseline": STRUCTURAL["baseline"],
+        "length_anchor": STRUCTURAL["length_anchor"],
+    }
+
+
+def freeform_report_inputs():
+    """The probe's tables the findings read; none when the probe is off or has no run."""
+    if not FREEFORM_RUNS:
+        return {}
+    return {
+        f"freeform_{name}": res(f"crossstudy/freeform/{name}.parquet")
+        for name in ("sgs", "changes", "change_null", "replies")
     }
 
 

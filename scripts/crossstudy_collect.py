@@ -8,5 +8,6 @@ with log_to(snakemake.log[0]):
         snakemake.params.runs,
         snakemake.params.R,
         snakemake.params.alpha,
+        snakemake.params.calibration,
         snakemake.output,
     )

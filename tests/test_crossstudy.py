@@ -16,7 +16,7 @@ from shiftwork.crossstudy import stats as cst
 from shiftwork.crossstudy.prompts import PromptError, model_inputs, nli_prompts, organism_prompts
 from shiftwork.crossstudy.respond import respond
 from shiftwork.crossstudy.run_steps import fitting_rows
-from shiftwork.crossstudy.select import every_kth
+from shiftwork.crossstudy.select import evenly_spaced, every_kth
 from shiftwork.models.loading import LoadedModel
 from shiftwork.stability.variants.build import build_variants
 from shiftwork.trajectory.tasks import render
@@ -85,6 +85,15 @@ def test_organism_prompts_keep_the_trigger_line_and_response_cue():
     assert inputs.str.startswith("Distribution: ").all() and inputs.str.endswith("\nResponse:").all()
     with pytest.raises(PromptError, match="trigger"):
         organism_prompts(tests.assign(prompt=tests["question"]), 5, seed=0)
+
+
+def test_evenly_spaced_checkpoints_keep_the_first_and_the_last():
+    steps = list(range(0, 52, 2))  # the default run's 26 checkpoints
+    assert evenly_spaced(steps, 3) == [0, 24, 50]  # positions 0, round(12.5) = 12, 25
+    assert evenly_spaced(steps, 6) == [0, 10, 20, 30, 40, 50]
+    assert evenly_spaced([6, 0, 2, 4], 2) == [0, 6] and evenly_spaced([0, 2], 3) == [0, 2]
+    with pytest.raises(ValueError, match="at least 2"):
+        evenly_spaced(steps, 1)
 
 
 def test_every_kth_keeps_the_first_and_the_last_step():
@@ -599,7 +608,8 @@ def test_findings_name_the_text_axes_not_applicable_to_label_replies():
     for axis in ("BLEU", "BERT", "MR"):
         assert f"| {axis} |" in q1 and note in q1.split(f"| {axis} |")[1].split("\n")[0]
     # Label at step 0 and 30 by hand: mean flip shares 1/9 and (2/3 + 2/3 + 1) / 3, tested at 3 steps
-    assert "| Label | 0.111 | 0.778 | 0.667 |" in q1 and "| 0 of 3 | never |  |" in q1.split("| Label |")[1]
+    assert "| Label | 0.111 | 0.778 | 0.667 |" in q1 and "| 0 of 3 | never | n/a |  |" in q1.split("| Label |")[1]
+    assert "No null runs for these tests: their significant steps are not called findings." in q1
 
 
 def test_the_pairs_leave_out_pinned_checkpoints_as_the_trajectory_analysis_does():
@@ -754,3 +764,101 @@ def test_a_scoring_job_loads_onto_the_folder_of_its_base_record(tmp_path):
     assert job == ScoredCheckpoint("trajectory", "r", 4, str(tmp_path / "model"), f"{tmp_path / 'ckpts'}/checkpoint-4")
     # an SFT organism is a folder, loaded as it is
     assert ScoredCheckpoint.of_job("organisms", "o", 0, str(tmp_path), "c").base_dir == str(tmp_path)
+
+
+# ---------------------------------------------------------------- question 1 on null runs
+
+
+def _random_per_prompt(rng, n_prompts: int, steps: list[int], shift: float = 0.0) -> pd.DataFrame:
+    """A per-prompt table of one run: skewed, zero-heavy Act values, later steps shifted by ``shift``."""
+    rows = []
+    level = rng.exponential(1.0, n_prompts) * (rng.random(n_prompts) < 0.7)
+    for s in steps:
+        noise = rng.exponential(0.3, n_prompts)
+        for p in range(n_prompts):
+            row = {"study": "trajectory", "run": "r", "step": s, "dataset": "d", "prompt_id": f"p{p}"}
+            row |= {a: 0.0 for a in AXES}
+            row["Act"] = level[p] + noise[p] + (shift if s else 0.0)
+            row["flip_rate"] = 0.0
+            rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def test_any_significant_agrees_with_the_step_0_tests_of_changes():
+    """The vectorised test of a null run finds something exactly where stats.changes (scipy's
+    paired t-test, pingouin's Holm) has a significant step, on 60 random tables."""
+    from shiftwork.crossstudy.change_null import any_significant
+
+    rng = np.random.default_rng(3)
+    found = []
+    for k in range(60):
+        steps = [0, 2, 4, 6]
+        table = _random_per_prompt(rng, 8, steps, shift=[0.0, 0.3, 1.0][k % 3])
+        if k % 4 == 0:  # one step whose differences are all equal: no p-value there
+            table.loc[table["step"] == 4, "Act"] = table.loc[table["step"] == 0, "Act"].to_numpy() + 0.5
+        changes = cst.changes(table)
+        want = bool(changes[(changes["dataset"] == "d") & (changes["axis"] == "Act")]["significant"].any())
+        wide = table.pivot(index="prompt_id", columns="step", values="Act")[steps].to_numpy(float)
+        got = bool(any_significant(wide[None], 0.05)[0])
+        assert got == want, k
+        found.append(got)
+    assert 5 < sum(found) < 55
+
+
+def test_the_null_rate_of_one_step_is_the_exact_share_of_significant_sign_patterns():
+    """With two steps, shuffling a prompt's two values flips the sign of its difference: the rate
+    is the share of the 2^6 sign patterns of the six differences whose t-test has p < 0.05."""
+    from itertools import product
+
+    from shiftwork.crossstudy.change_null import change_calibration
+
+    diffs = np.array([0.9, 1.1, 1.3, 0.7, 1.0, 0.2])
+    exact = 0
+    for signs in product((-1, 1), repeat=6):
+        d = diffs * np.array(signs)
+        exact += sps.ttest_1samp(d, 0.0).pvalue < 0.05
+    exact /= 64
+    base = np.linspace(0.1, 0.6, 6)
+    table = pd.DataFrame(
+        [
+            {"study": "trajectory", "run": "r", "step": s, "dataset": "d", "prompt_id": f"p{p}", "Act": v}
+            for p in range(6)
+            for s, v in ((0, base[p]), (5, base[p] + diffs[p]))
+        ]
+    )
+    out = change_calibration(table, 0.05, 20000, seed=1).set_index("axis").loc["Act"]
+    assert exact == pytest.approx(4 / 64)  # all six of one sign, and the two with only 0.2 against
+    assert out["false_positive_rate"] == pytest.approx(exact, abs=0.006)
+    assert (out["n_prompts"], out["n_steps"], out["replicates"]) == (6, 1, 20000)
+    assert out["ci_low"] <= exact <= out["ci_high"] and bool(out["calibrated"]) is bool(exact <= 0.05)
+
+
+def test_the_findings_give_each_axis_its_null_rate_and_the_free_form_probe_its_own_table():
+    from shiftwork.crossstudy import replies
+    from shiftwork.crossstudy.change_null import change_calibration
+    from shiftwork.crossstudy.report import findings
+
+    gens, deltas = yes_no_deltas()
+    kinds = replies.reply_kinds(gens.assign(dtype="float32"), {"r": ["Yes", "No"]})
+    per_prompt = replies.by_kind(cst.per_prompt(deltas, R), kinds)
+    per_prompt.insert(0, "study", "trajectory")
+    null = change_calibration(per_prompt, 0.05, 200, seed=0)
+    free = _random_per_prompt(np.random.default_rng(0), 12, [0, 10, 20], shift=2.0)
+    free_kinds = replies.reply_kinds(pd.DataFrame({"model": "r", "step": free["step"], "response": "A sentence."}), {})
+    free = replies.by_kind(free.drop(columns="study"), free_kinds)
+    free.insert(0, "study", "trajectory")
+    free_null = change_calibration(free, 0.05, 200, seed=0)
+    empty = pd.DataFrame()
+    tables = {"sgs": cst.sgs(per_prompt), "changes": cst.changes(per_prompt), "pairs": empty}
+    tables |= {"organisms_steps": empty, "organisms_timing": empty, "replies": kinds, "change_null": null}
+    tables["freeform"] = {"sgs": cst.sgs(free), "changes": cst.changes(free), "change_null": free_null}
+    text = findings(tables, {"alpha": 0.05, "collapse": 0.05})
+    nli, probe = text.split("## 2.")[0].split("### On the free-form probe")
+    label = null.set_index("axis").loc["Label"]
+    assert f"| {label['false_positive_rate']:.3f} ({int(label['false_positives'])}/200) |" in nli.split("| Label |")[1]
+    # the probe: free-form replies, so BLEU is tested and Label is not applicable; Act moved by +2
+    assert "| BLEU |" in probe and "not applicable: replies are free-form" in probe.split("| Label |")[1]
+    act = free_null.set_index("axis").loc["Act"]
+    row = probe.split("| Act |")[1].split("\n")[0]
+    assert "| 2 of 2 |" in row and f"{act['false_positive_rate']:.3f} ({int(act['false_positives'])}/200)" in row
+    assert "less stable on: Act (+1.998)" in probe and "12 free-form prompts each" in probe

@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 import pingouin as pg
 import pytest
+import yaml
 from scipy import stats as sps
 from test_report import combined_config
 from test_trajectory_workflow import MODEL as TRAJ_MODEL
@@ -28,6 +29,7 @@ def cross_config(data) -> dict:
     cfg["crossstudy"] = {
         "trajectory": {"runs": ["tiny-lora"], "n_prompts": 3},
         "organisms": {"runs": ["cov-ACE"], "n_prompts": 2},
+        "freeform": {"checkpoints": 3},
     }
     return cfg
 
@@ -159,3 +161,41 @@ def test_pairs_and_organism_steps_match_the_studies_tables(cross_dir):
     assert named == kinds.groupby("run")["dtype"].first().to_dict()
     for run in ("tiny-lora", "cov-ACE"):
         assert (res / "figures" / f"{run}.png").read_bytes()[:4] == b"\x89PNG"
+
+
+@pytest.mark.workflow
+def test_the_free_form_probe_measures_the_text_axes_on_the_stability_prompts(cross_dir):
+    """Three evenly spaced checkpoints of the NLI run (steps 0, 4 and 6 of 0-6; the config asks
+    for three, the default is two) answer the stability study's
+    prompts as that study asks SmolLM2 (its chat template): free-form replies, so the text axes
+    are measured and Label is not applicable; the tables follow from the probe's deltas."""
+    root = cross_dir[0] / "results" / "default"
+    res = root / "crossstudy" / "freeform"
+    per_prompt = pd.read_parquet(res / "per_prompt.parquet")
+    assert sorted(per_prompt["step"].unique()) == [0, 4, 6] and set(per_prompt["run"]) == {"tiny-lora"}
+    filtered = pd.read_parquet(root / "stability" / "filtered" / "tiny.parquet")
+    assert set(per_prompt["prompt_id"]) == set(filtered["prompt_id"]) and set(per_prompt["dataset"]) == {"tiny"}
+    assert per_prompt["Label"].isna().all() and per_prompt[["BLEU", "BERT"]].notna().all().all()
+    gens = pd.read_parquet(res / "generations" / "tiny-lora" / "step-6.parquet")
+    assert set(gens["variant_id"]) == set(filtered["variant_id"])
+    for row in gens.itertuples():
+        assert row.model_input.startswith("<|im_start|>") and f"user\n{row.text}<|im_end|>" in row.model_input
+    kinds = pd.read_parquet(res / "replies.parquet")
+    assert not kinds["labels"].any() and kinds["label_share"].isna().all()
+    deltas = pd.read_parquet(res / "deltas" / "tiny-lora" / "step-6.parquet")
+    variants = deltas[deltas["family"] != "baseline"]
+    mine = per_prompt[per_prompt["step"] == 6].set_index("prompt_id")
+    R = {"Act": 2, "BLEU": 100, "BERT": 1}
+    for axis, scale in R.items():
+        rms = ((variants[axis] / scale) ** 2).groupby(variants["prompt_id"]).mean() ** 0.5
+        assert mine[axis].reindex(rms.index).to_numpy() == pytest.approx(rms.to_numpy(), abs=1e-12)
+    null = pd.read_parquet(res / "change_null.parquet")
+    cfg = yaml.safe_load((cross_dir[0] / "config" / "config.yaml").read_text())
+    replicates = cfg["trajectory"]["analysis"]["calibration"]["replicates"]
+    assert set(null["replicates"]) == {replicates} and (null["n_steps"] == 2).all()
+    hits = null["false_positives"] / null["replicates"]
+    assert null["false_positive_rate"].to_numpy() == pytest.approx(hits.to_numpy())
+    findings = (root / "crossstudy" / "findings.md").read_text()
+    probe = findings.split("### On the free-form probe")[1].split("## 2.")[0]
+    assert "Run `tiny-lora`: 2 checkpoints after step 0, 3 free-form prompts each" in probe
+    assert "| BLEU |" in probe and "not applicable: replies are free-form" in probe.split("| Label |")[1]

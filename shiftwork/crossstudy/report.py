@@ -117,15 +117,47 @@ def organism_figure(steps: pd.DataFrame, changes: pd.DataFrame, run: str, out_pn
     plt.close(fig)
 
 
-def _q1(changes: pd.DataFrame, sgs: pd.DataFrame, alpha: float) -> list[str]:
+def _q1(
+    changes: pd.DataFrame,
+    sgs: pd.DataFrame,
+    alpha: float,
+    null: pd.DataFrame | None = None,
+    freeform: Mapping[str, pd.DataFrame | None] | None = None,
+) -> list[str]:
+    """Question 1 on the runs' own NLI prompts and, where the free-form probe ran (``freeform``:
+    its sgs, changes and change_null tables), on the stability study's prompts."""
     lines = ["## 1. Does fine-tuning change prompt stability?", ""]
     traj = changes[(changes["study"] == "trajectory") & (changes["dataset"] == POOLED)]
     if traj.empty:
         return lines + ["No trajectory run was scored.", ""]
+    lines += ["### On the run's NLI prompts (replies are label words)", ""]
+    lines += _q1_runs(traj, sgs, alpha, null, "NLI prompts")
+    if freeform:
+        probe = freeform["changes"]
+        probe = probe[probe["dataset"] == POOLED]
+        lines += [
+            "### On the free-form probe (the stability study's prompts and variants)",
+            "",
+            "Evenly spaced checkpoints (`crossstudy.freeform.checkpoints`) also answer the stability study's prompts "
+            "and the variants its gate kept (structural rewrites included), asked as that study asks the model; the "
+            "replies are free-form, so BLEU, BERT and MR read text they were defined for.",
+            "",
+        ]
+        lines += _q1_runs(probe, freeform["sgs"], alpha, freeform.get("change_null"), "free-form prompts")
+    return lines
+
+
+def _q1_runs(traj: pd.DataFrame, sgs: pd.DataFrame, alpha: float, null: pd.DataFrame | None, what: str) -> list[str]:
+    """Per run: each axis's change from step 0 to the last checkpoint, the steps that differ, and
+    the tests' false-positive rate on null runs (:mod:`shiftwork.crossstudy.change_null`)."""
+    from shiftwork.crossstudy.change_null import rates_by_axis
+
+    lines = []
     for run, part in traj.groupby("run", sort=True):
         table = []
         unfit = _pooled_roles(sgs, run)
         unfit = unfit[unfit["role"] == "not applicable"].set_index("axis")["reason"]
+        rates = rates_by_axis(null, run)
         for axis in CROSS_AXES:
             ax = part[part["axis"] == axis].sort_values("step")
             if axis in unfit.index:
@@ -144,6 +176,7 @@ def _q1(changes: pd.DataFrame, sgs: pd.DataFrame, alpha: float) -> list[str]:
                     "p (Holm)": _fmt_p(last["p_holm"]),
                     "steps differing": f"{int(ax['significant'].sum())} of {len(ax)}",
                     "first differing step": _step(float(sig.iloc[0]) if len(sig) else np.nan),
+                    "null false-positive rate": rates.get(axis, "n/a"),
                     "note": "",
                 }
             )
@@ -154,15 +187,36 @@ def _q1(changes: pd.DataFrame, sgs: pd.DataFrame, alpha: float) -> list[str]:
         ups = [f"{r.axis} ({r.change:+.3f})" for r in moved.itertuples() if r.change > 0]
         downs = [f"{r.axis} ({r.change:+.3f})" for r in moved.itertuples() if r.change < 0]
         lines += [
-            f"Run `{run}`: {len(part['step'].unique())} checkpoints after step 0, {n} NLI prompts each "
+            f"Run `{run}`: {len(part['step'].unique())} checkpoints after step 0, {n} {what} each "
             f"(paired t-tests over prompts against step 0, Holm across steps per axis, alpha {alpha}). "
             f"At the last checkpoint, less stable on: {', '.join(ups) or 'no axis'}; "
             f"more stable on: {', '.join(downs) or 'no axis'}.",
             "",
             to_markdown(table.fillna("").reset_index(drop=True)),
             "",
+            _null_line(null, run, alpha),
+            "",
         ]
     return lines
+
+
+def _null_line(null: pd.DataFrame | None, run: str, alpha: float) -> str:
+    """How the step-0 tests of ``run`` fare on null runs: the axes above alpha, if any."""
+    part = null[null["run"] == run] if null is not None and not null.empty else pd.DataFrame()
+    if part.empty:
+        return "No null runs for these tests: their significant steps are not called findings."
+    reps = int(part["replicates"].iloc[0])
+    over = part[~part["calibrated"].astype(bool)]
+    head = (
+        f"Null runs ({reps}, each prompt's values shuffled across the steps, `change_null.parquet`): the share "
+        "with any step significant is the column above"
+    )
+    if over.empty:
+        return f"{head}; every axis at most alpha {alpha:g}, so its differing steps are findings."
+    return (
+        f"{head}; above alpha {alpha:g} on {', '.join(over['axis'])}: the differing steps of "
+        f"{'that axis are' if len(over) == 1 else 'those axes are'} not findings."
+    )
 
 
 def _precision_line(replies: pd.DataFrame) -> str:
@@ -345,8 +399,9 @@ def findings(
 ) -> str:
     """The findings section: the three questions answered with this run's numbers, after the
     precision each run's checkpoints answered in. ``tables``: sgs, changes, pairs,
-    organisms_steps, organisms_timing, and where there are any calibration (the stability pairs')
-    and replies (:func:`shiftwork.crossstudy.replies.reply_kinds`). ``left_out``: per trajectory
+    organisms_steps, organisms_timing, and where there are any calibration (the stability pairs'),
+    replies (:func:`shiftwork.crossstudy.replies.reply_kinds`), change_null (question 1's null
+    runs) and freeform (the free-form probe's sgs, changes and change_null tables). ``left_out``: per trajectory
     run, the scored checkpoints the pairs leave out as pinned
     (:func:`shiftwork.crossstudy.analysis.pair_steps`)."""
     sgs, changes, pairs = tables["sgs"], tables["changes"], tables["pairs"]
@@ -363,8 +418,11 @@ def findings(
     ]
     if replies is not None:
         lines += [_precision_line(replies), ""]
+    freeform = tables.get("freeform")
     lines += (
-        _q1(changes, sgs, alpha) + _q2(pairs, alpha, calibration, sgs, left_out) + _q3(steps, timing, alpha, collapse)
+        _q1(changes, sgs, alpha, tables.get("change_null"), freeform)
+        + _q2(pairs, alpha, calibration, sgs, left_out)
+        + _q3(steps, timing, alpha, collapse)
     )
     lines += [
         "## Caveats",

@@ -17,6 +17,17 @@ def every_kth(steps: Sequence[int], k: int) -> list[int]:
     return chosen
 
 
+def evenly_spaced(steps: Sequence[int], n: int) -> list[int]:
+    """``n`` of the sorted ``steps`` at evenly spaced positions, the first and the last always
+    (all of them when there are at most ``n``): position ``round(i * (len - 1) / (n - 1))``."""
+    if n < 2:
+        raise ValueError(f"need at least 2 checkpoints (the first and the last), got {n}")
+    ordered = sorted(int(s) for s in steps)
+    if len(ordered) <= n:
+        return ordered
+    return [ordered[round(i * (len(ordered) - 1) / (n - 1))] for i in range(n)]
+
+
 def steps_on_disk(checkpoints_dir: str) -> list[int]:
     """The steps of the ``checkpoint-<step>`` folders a training run wrote."""
     from shiftwork.organisms.steps import checkpoint_dirs

@@ -25,36 +25,80 @@ def crossstudy_collect(
     runs: Mapping[str, Mapping[str, Any]],
     R: Mapping[str, float],
     alpha: float,
+    calibration: Mapping[str, Any],
     outs: Mapping[str, str],
 ) -> None:
     """Per-prompt instability of every checkpoint (``per_prompt``), with the axes that fit its
     replies (:func:`shiftwork.crossstudy.replies.by_kind`: label consistency where they are
     labels, the text axes where they are free-form), SGS per (run, step, set) and pooled over the
     run's sets (``sgs``), each step's change from step 0 with a paired test over the same prompts
-    (``changes``, :func:`shiftwork.crossstudy.stats.changes`), and, for organism checkpoints, how
-    their parsed responses to baselines and variants fare (``behaviour``,
+    (``changes``, :func:`shiftwork.crossstudy.stats.changes`) and those tests' false-positive
+    rate on null runs (``change_null``, :func:`shiftwork.crossstudy.change_null.change_calibration`,
+    ``calibration``: config trajectory.analysis.calibration's ``replicates`` and ``seed``), and, for
+    organism checkpoints, how their parsed responses to baselines and variants fare (``behaviour``,
     :func:`shiftwork.crossstudy.stats.behaviour`, from ``generation_paths``). ``runs`` maps each
     run to its ``study`` and its ``answers`` (the answer words; none for free-form runs).
     ``replies``: each checkpoint's replies' kind and precision."""
-    deltas = pd.concat([read_table(p) for p in delta_paths], ignore_index=True)
     generations = [read_table(p) for p in generation_paths]
-    per_prompt, kinds = stats.per_prompt_by_kind(deltas, pd.concat(generations, ignore_index=True), runs, R)
     parsed = [g for g in generations if "correct" in g.columns]
-    if parsed:
-        outs_behaviour = stats.behaviour(pd.concat(parsed, ignore_index=True))
-    else:
-        outs_behaviour = stats.behaviour(pd.DataFrame())
-    sgs = stats.sgs(per_prompt)
-    changes = stats.changes(per_prompt, alpha)
-    prov = make_provenance("crossstudy_collect", {"R": dict(R), "alpha": alpha})
-    write_table(per_prompt, outs["per_prompt"], prov)
-    write_table(sgs, outs["sgs"], prov)
-    write_table(changes, outs["changes"], prov)
-    write_table(outs_behaviour, outs["behaviour"], prov)
-    write_table(kinds, outs["replies"], prov)
-    LOGGER.info(
-        "%d checkpoints of %d runs; replies:\n%s", len(kinds), sgs["run"].nunique(), kinds.to_string(index=False)
+    behaviour = stats.behaviour(pd.concat(parsed, ignore_index=True) if parsed else pd.DataFrame())
+    tables = _collected(delta_paths, generations, runs, R, alpha, calibration)
+    prov = make_provenance("crossstudy_collect", {"R": dict(R), "alpha": alpha, "calibration": dict(calibration)})
+    for name, table in (tables | {"behaviour": behaviour}).items():
+        write_table(table, outs[name], prov)
+
+
+def crossstudy_freeform_collect(
+    delta_paths: Sequence[str],
+    generation_paths: Sequence[str],
+    runs: Sequence[str],
+    R: Mapping[str, float],
+    alpha: float,
+    calibration: Mapping[str, Any],
+    outs: Mapping[str, str],
+) -> None:
+    """The tables of :func:`crossstudy_collect` (per_prompt, sgs, changes, change_null, replies)
+    for the free-form probe of the trajectory ``runs`` (:mod:`shiftwork.crossstudy.freeform_steps`),
+    whose replies are free-form: no answer words."""
+    generations = [read_table(p) for p in generation_paths]
+    spec = {run: {"study": "trajectory", "answers": []} for run in runs}
+    tables = _collected(delta_paths, generations, spec, R, alpha, calibration)
+    prov = make_provenance(
+        "crossstudy_freeform_collect", {"R": dict(R), "alpha": alpha, "calibration": dict(calibration)}
     )
+    for name, table in tables.items():
+        write_table(table, outs[name], prov)
+
+
+def _collected(
+    delta_paths: Sequence[str],
+    generations: Sequence[pd.DataFrame],
+    runs: Mapping[str, Mapping[str, Any]],
+    R: Mapping[str, float],
+    alpha: float,
+    calibration: Mapping[str, Any],
+) -> dict[str, pd.DataFrame]:
+    """per_prompt, sgs, changes, change_null and replies of the checkpoints' deltas and replies."""
+    from shiftwork.crossstudy.change_null import change_calibration
+
+    deltas = pd.concat([read_table(p) for p in delta_paths], ignore_index=True)
+    per_prompt, kinds = stats.per_prompt_by_kind(deltas, pd.concat(generations, ignore_index=True), runs, R)
+    changes = stats.changes(per_prompt, alpha)
+    null = change_calibration(per_prompt, alpha, int(calibration["replicates"]), int(calibration["seed"]))
+    LOGGER.info(
+        "%d checkpoints of %d runs; replies:\n%s\nstep-0 tests on null runs:\n%s",
+        len(kinds),
+        per_prompt["run"].nunique(),
+        kinds.to_string(index=False),
+        null.to_string(index=False),
+    )
+    return {
+        "per_prompt": per_prompt,
+        "sgs": stats.sgs(per_prompt),
+        "changes": changes,
+        "change_null": null,
+        "replies": kinds,
+    }
 
 
 def crossstudy_analyse(
@@ -124,7 +168,9 @@ def crossstudy_report(
     calibration: str | None = None,
 ) -> None:
     """The figures (``figures[run]`` = (png, svg) for every scored run) and the findings page.
-    ``inputs``: sgs, changes, pairs, organisms_steps, organisms_timing, replies."""
+    ``inputs``: sgs, changes, pairs, organisms_steps, organisms_timing, replies, and where there
+    are any change_null and the free-form probe's freeform_sgs, freeform_changes and
+    freeform_change_null."""
     sgs, changes = read_table(inputs["sgs"]), read_table(inputs["changes"])
     pairs, steps, timing = (read_table(inputs[k]) for k in ("pairs", "organisms_steps", "organisms_timing"))
     scores = read_table(trajectory_scores) if trajectory_scores else pd.DataFrame()
@@ -143,5 +189,13 @@ def crossstudy_report(
     if len(traj) and len(scores):
         left_out = {run: out for run, (_, out) in an.pair_steps(traj, scores, settings.get("pinned")).items()}
     tables = {"sgs": sgs, "changes": changes, "pairs": pairs, "organisms_steps": steps, "organisms_timing": timing}
-    tables |= {"calibration": cal, "replies": kinds}
+    tables |= {"calibration": cal, "replies": kinds, "change_null": _optional(inputs, "change_null")}
+    if _optional(inputs, "freeform_changes") is not None:
+        tables["freeform"] = {k: _optional(inputs, f"freeform_{k}") for k in ("sgs", "changes", "change_null")}
     write_text(rep.findings(tables, settings, left_out), out_findings)
+
+
+def _optional(inputs: Mapping[str, str], name: str) -> pd.DataFrame | None:
+    """The table of input ``name``, or None when the job has no such input."""
+    path = inputs.get(name)
+    return read_table(path) if path else None
