@@ -16,7 +16,8 @@ STUDY_RULES = {
     "trajectory": ["collect_scores", "analyse_trajectory", "plot_trajectory"],
     "organisms": ["report_organisms", "plot_organism_run"]
     + (["simulate_dynamics"] if "dynamics" in ORGANISMS else []),
-    "crossstudy": ["crossstudy_collect", "crossstudy_analyse", "crossstudy_report"],
+    "crossstudy": ["crossstudy_collect", "crossstudy_analyse", "crossstudy_report"]
+    + (["crossstudy_freeform_collect"] if FREEFORM_RUNS else []),
 }
 STUDY_RUNS = {"trajectory": list(RUNS), "organisms": list(ORGANISM_RUNS)}
 
