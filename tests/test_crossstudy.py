@@ -836,7 +836,7 @@ def test_the_null_rate_of_one_step_is_the_exact_share_of_significant_sign_patter
 def test_the_findings_give_each_axis_its_null_rate_and_the_free_form_probe_its_own_table():
     from shiftwork.crossstudy import replies
     from shiftwork.crossstudy.change_null import change_calibration
-    from shiftwork.crossstudy.report import findings
+    from shiftwork.crossstudy.report import _q1_runs, findings
 
     gens, deltas = yes_no_deltas()
     kinds = replies.reply_kinds(gens.assign(dtype="float32"), {"r": ["Yes", "No"]})
@@ -861,4 +861,8 @@ def test_the_findings_give_each_axis_its_null_rate_and_the_free_form_probe_its_o
     act = free_null.set_index("axis").loc["Act"]
     row = probe.split("| Act |")[1].split("\n")[0]
     assert "| 2 of 2 |" in row and f"{act['false_positive_rate']:.3f} ({int(act['false_positives'])}/200)" in row
-    assert "less stable on: Act (+1.998)" in probe and "12 free-form prompts each" in probe
+    assert "less stable on: Act (+1.998)" in probe and "2 checkpoints after step 0, 12 free-form prompts each" in probe
+    # one later step: "checkpoint", and the table is followed by one blank line, not two
+    one = cst.changes(free[free["step"] != 20])
+    lines = "\n".join(_q1_runs(one[one["dataset"] == "all"], cst.sgs(free), 0.05, free_null, "free-form prompts"))
+    assert "Run `r`: 1 checkpoint after step 0," in lines and "|\n\nNull runs" in lines

@@ -186,13 +186,14 @@ def _q1_runs(traj: pd.DataFrame, sgs: pd.DataFrame, alpha: float, null: pd.DataF
         moved = tested[tested["p (Holm)"].map(lambda s: s != "n/a" and float(s) < alpha)]
         ups = [f"{r.axis} ({r.change:+.3f})" for r in moved.itertuples() if r.change > 0]
         downs = [f"{r.axis} ({r.change:+.3f})" for r in moved.itertuples() if r.change < 0]
+        k = part["step"].nunique()
         lines += [
-            f"Run `{run}`: {len(part['step'].unique())} checkpoints after step 0, {n} {what} each "
+            f"Run `{run}`: {k} checkpoint{'' if k == 1 else 's'} after step 0, {n} {what} each "
             f"(paired t-tests over prompts against step 0, Holm across steps per axis, alpha {alpha}). "
             f"At the last checkpoint, less stable on: {', '.join(ups) or 'no axis'}; "
             f"more stable on: {', '.join(downs) or 'no axis'}.",
             "",
-            to_markdown(table.fillna("").reset_index(drop=True)),
+            to_markdown(table.fillna("").reset_index(drop=True)).rstrip("\n"),
             "",
             _null_line(null, run, alpha),
             "",
