@@ -866,3 +866,4 @@ def test_the_findings_give_each_axis_its_null_rate_and_the_free_form_probe_its_o
     one = cst.changes(free[free["step"] != 20])
     lines = "\n".join(_q1_runs(one[one["dataset"] == "all"], cst.sgs(free), 0.05, free_null, "free-form prompts"))
     assert "Run `r`: 1 checkpoint after step 0," in lines and "|\n\nNull runs" in lines
+    assert "`freeform/change_null.parquet`" in probe and "`change_null.parquet`" in nli

@@ -131,7 +131,7 @@ def _q1(
     if traj.empty:
         return lines + ["No trajectory run was scored.", ""]
     lines += ["### On the run's NLI prompts (replies are label words)", ""]
-    lines += _q1_runs(traj, sgs, alpha, null, "NLI prompts")
+    lines += _q1_runs(traj, sgs, alpha, null, "NLI prompts", "change_null.parquet")
     if freeform:
         probe = freeform["changes"]
         probe = probe[probe["dataset"] == POOLED]
@@ -143,13 +143,22 @@ def _q1(
             "replies are free-form, so BLEU, BERT and MR read text they were defined for.",
             "",
         ]
-        lines += _q1_runs(probe, freeform["sgs"], alpha, freeform.get("change_null"), "free-form prompts")
+        null = freeform.get("change_null")
+        lines += _q1_runs(probe, freeform["sgs"], alpha, null, "free-form prompts", "freeform/change_null.parquet")
     return lines
 
 
-def _q1_runs(traj: pd.DataFrame, sgs: pd.DataFrame, alpha: float, null: pd.DataFrame | None, what: str) -> list[str]:
+def _q1_runs(
+    traj: pd.DataFrame,
+    sgs: pd.DataFrame,
+    alpha: float,
+    null: pd.DataFrame | None,
+    what: str,
+    null_table: str = "change_null.parquet",
+) -> list[str]:
     """Per run: each axis's change from step 0 to the last checkpoint, the steps that differ, and
-    the tests' false-positive rate on null runs (:mod:`shiftwork.crossstudy.change_null`)."""
+    the tests' false-positive rate on null runs (:mod:`shiftwork.crossstudy.change_null`; the
+    table ``null_table``). ``what`` names the prompts."""
     from shiftwork.crossstudy.change_null import rates_by_axis
 
     lines = []
@@ -195,13 +204,13 @@ def _q1_runs(traj: pd.DataFrame, sgs: pd.DataFrame, alpha: float, null: pd.DataF
             "",
             to_markdown(table.fillna("").reset_index(drop=True)).rstrip("\n"),
             "",
-            _null_line(null, run, alpha),
+            _null_line(null, run, alpha, null_table),
             "",
         ]
     return lines
 
 
-def _null_line(null: pd.DataFrame | None, run: str, alpha: float) -> str:
+def _null_line(null: pd.DataFrame | None, run: str, alpha: float, table: str) -> str:
     """How the step-0 tests of ``run`` fare on null runs: the axes above alpha, if any."""
     part = null[null["run"] == run] if null is not None and not null.empty else pd.DataFrame()
     if part.empty:
@@ -209,7 +218,7 @@ def _null_line(null: pd.DataFrame | None, run: str, alpha: float) -> str:
     reps = int(part["replicates"].iloc[0])
     over = part[~part["calibrated"].astype(bool)]
     head = (
-        f"Null runs ({reps}, each prompt's values shuffled across the steps, `change_null.parquet`): the share "
+        f"Null runs ({reps}, each prompt's values shuffled across the steps, `{table}`): the share "
         "with any step significant is the column above"
     )
     if over.empty:
