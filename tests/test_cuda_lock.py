@@ -154,6 +154,7 @@ GPU_RULES = {
     "evaluate_organism",
     "crossstudy_gate",
     "crossstudy_score",
+    "crossstudy_freeform_score",
     "crossstudy_precision_score",
 }
 
