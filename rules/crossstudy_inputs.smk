@@ -229,7 +229,7 @@ def freeform_settings(wildcards):
         "dtype": TRAJECTORY["eval_dtype"],
         "max_new_tokens": FREEFORM["max_new_tokens"]
         or STABILITY["generation"]["max_new_tokens"],
-        "plain_format": model.get("plain_format", "qa"),
+        "plain_format": model["plain_format"],
         "axes": {
             key: axes[key]
             for key in (

@@ -20,7 +20,9 @@ from typing import Any
 import pandas as pd
 
 from shiftwork.crossstudy.jobs import ScoredCheckpoint
+from shiftwork.inference.formatting import model_input, plain_template
 from shiftwork.logs import LOGGER
+from shiftwork.models.prepare import read_info
 from shiftwork.provenance import make_provenance
 from shiftwork.stability import gate as gate_mod
 from shiftwork.tables import read_table, write_table
@@ -78,47 +80,19 @@ def crossstudy_freeform_score(
     stability.axes), ``structural_baseline``, ``length_anchor``. ``outs``: generations, probes,
     deltas."""
     from shiftwork.crossstudy.respond import respond
-    from shiftwork.crossstudy.run_steps import context_length, fitting_rows
     from shiftwork.device import set_threads
-    from shiftwork.encoders import Encoder
-    from shiftwork.inference.formatting import model_input, plain_template
-    from shiftwork.models.checkpoints import load_checkpoint
-    from shiftwork.models.loading import LoadedModel
-    from shiftwork.models.prepare import read_info
-    from shiftwork.stability.axes import check_ranges, variant_deltas
 
     set_threads(threads)
     start = time.perf_counter()
-    rows = freeform_rows(list(inputs["filtered"]))
-    chat = bool(read_info(checkpoint.base_dir).get("chat"))
-    net, tok, device = load_checkpoint(checkpoint.base_dir, {"path": checkpoint.path}, settings["dtype"])
-    template = plain_template(settings["plain_format"])
-    rows = rows.assign(
-        model=checkpoint.run, model_input=[model_input(tok, text, chat, template) for text in rows["text"]]
-    )
-    new_tokens = int(settings["max_new_tokens"])
-    rows, too_long = fitting_rows(rows, tok, context_length(net.config), new_tokens)
-    lm = LoadedModel(checkpoint.run, net, tok, device, next(net.parameters()).dtype, chat, {"name": checkpoint.run})
+    lm, rows, too_long = _checkpoint_rows(checkpoint, inputs["filtered"], settings)
     loaded = time.perf_counter()
-    gens, probes = respond(lm, rows, "generate", int(settings["batch_size"]), max_new_tokens=new_tokens)
+    gens, probes = respond(
+        lm, rows, "generate", int(settings["batch_size"]), max_new_tokens=int(settings["max_new_tokens"])
+    )
     responded = time.perf_counter()
     baseline = inputs["baseline"]
     b = float(gate_mod.read_baseline(baseline, encoder_name, baseline, "the BERT axis uses")["b"])
-    encoder: dict[str, Encoder] = {}
-
-    def bert_f1(cands, refs):
-        return encoder.setdefault("e", Encoder(encoder_name, encoder_spec)).f1(cands, refs)
-
-    rules = axis_rules(settings, b)
-    deltas = variant_deltas(gens, probes, bert_f1, None, rules)
-    axes = settings["axes"]
-    problems = check_ranges(
-        deltas, bleu=axes["bleu"], bert_scale=axes["bert_scale"], structural_baseline=rules.structural_baseline
-    )
-    if problems:
-        raise ValueError(
-            f"run {checkpoint.run} step {checkpoint.step}: axis values out of range:\n  " + "\n  ".join(problems[:20])
-        )
+    deltas = _deltas(gens, probes, settings, b, encoder_name, encoder_spec, checkpoint)
     gens = gens.assign(dtype=str(lm.dtype).removeprefix("torch."))
     for frame in (gens, probes, deltas):
         frame.insert(1, "step", int(checkpoint.step))
@@ -128,7 +102,7 @@ def crossstudy_freeform_score(
         "step": int(checkpoint.step),
         "checkpoint": checkpoint.path,
         "prompts": "stability",
-        "chat": chat,
+        "chat": lm.chat,
         **dict(settings),
         "b": b,
         "left_out_too_long": too_long,
@@ -148,3 +122,56 @@ def crossstudy_freeform_score(
         responded - loaded,
         time.perf_counter() - responded,
     )
+
+
+def _checkpoint_rows(
+    checkpoint: ScoredCheckpoint, filtered_paths: Sequence[str], settings: Mapping[str, Any]
+) -> tuple[Any, pd.DataFrame, int]:
+    """(the checkpoint loaded, the stability study's variants with the exact text it reads, how
+    many were left out as too long for its context with the new tokens): the chat template for a
+    chat model (the prepared model's record says), ``settings["plain_format"]`` otherwise."""
+    from shiftwork.crossstudy.run_steps import context_length, fitting_rows
+    from shiftwork.models.checkpoints import load_checkpoint
+    from shiftwork.models.loading import LoadedModel
+
+    rows = freeform_rows(list(filtered_paths))
+    chat = bool(read_info(checkpoint.base_dir).get("chat"))
+    net, tok, device = load_checkpoint(checkpoint.base_dir, {"path": checkpoint.path}, settings["dtype"])
+    template = plain_template(settings["plain_format"])
+    texts = [model_input(tok, text, chat, template) for text in rows["text"]]
+    rows = rows.assign(model=checkpoint.run, model_input=texts)
+    rows, too_long = fitting_rows(rows, tok, context_length(net.config), int(settings["max_new_tokens"]))
+    lm = LoadedModel(checkpoint.run, net, tok, device, next(net.parameters()).dtype, chat, {"name": checkpoint.run})
+    return lm, rows, too_long
+
+
+def _deltas(
+    gens: pd.DataFrame,
+    probes: pd.DataFrame,
+    settings: Mapping[str, Any],
+    b: float,
+    encoder_name: str,
+    encoder_spec: Mapping[str, Any],
+    checkpoint: ScoredCheckpoint,
+) -> pd.DataFrame:
+    """The six axis deltas by the stability study's definitions (:func:`axis_rules`), checked to
+    lie in their ranges; the encoder loads only if the BERT axis has pairs to score."""
+    from shiftwork.encoders import Encoder
+    from shiftwork.stability.axes import check_ranges, variant_deltas
+
+    encoder: dict[str, Encoder] = {}
+
+    def bert_f1(cands, refs):
+        return encoder.setdefault("e", Encoder(encoder_name, encoder_spec)).f1(cands, refs)
+
+    rules = axis_rules(settings, b)
+    deltas = variant_deltas(gens, probes, bert_f1, None, rules)
+    axes = settings["axes"]
+    problems = check_ranges(
+        deltas, bleu=axes["bleu"], bert_scale=axes["bert_scale"], structural_baseline=rules.structural_baseline
+    )
+    if problems:
+        raise ValueError(
+            f"run {checkpoint.run} step {checkpoint.step}: axis values out of range:\n  " + "\n  ".join(problems[:20])
+        )
+    return deltas
