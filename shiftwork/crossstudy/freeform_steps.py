@@ -2,8 +2,9 @@
 
 A trajectory checkpoint answers its NLI prompts with a label word, so on those prompts only label
 consistency, the answer-probability axes and Act measure anything
-(:mod:`shiftwork.crossstudy.replies`). The probe asks every k-th checkpoint of a trajectory run
-the stability study's own prompt set as well: its prompts and the variants its meaning gate kept
+(:mod:`shiftwork.crossstudy.replies`). The probe asks evenly spaced checkpoints of a trajectory
+run (``crossstudy.freeform.checkpoints``, the first and the last always) the stability study's own
+prompt set as well: its prompts and the variants its meaning gate kept
 (register, surface noise and the structural rewrites), each asked as the stability study asks the
 run's model (the chat template for a chat model, the plain format otherwise). The replies are
 free-form, so SAGO's six axes are measured along training on the replies they were defined for,
