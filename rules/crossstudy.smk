@@ -35,7 +35,7 @@ rule crossstudy_variants:
     conda:
         "../envs/shiftwork.yaml"
     params:
-        settings=cross_variants(),
+        settings=cross_variants,
         seed=CROSS["seed"],
     script:
         "../scripts/crossstudy_variants.py"
@@ -70,13 +70,15 @@ rule crossstudy_score:
         base=cross_base,
         checkpoints=cross_checkpoints,
     output:
-        generations=res("crossstudy/generations/{run}/step-{step}.parquet"),
-        probes=res("crossstudy/probes/{run}/step-{step}.parquet"),
-        deltas=res("crossstudy/deltas/{run}/step-{step}.parquet"),
+        generations=res("crossstudy/generations/{run}/steps-{chunk}.parquet"),
+        probes=res("crossstudy/probes/{run}/steps-{chunk}.parquet"),
+        deltas=res("crossstudy/deltas/{run}/steps-{chunk}.parquet"),
     log:
-        logs("crossstudy_score/{run}/step-{step}.log"),
+        logs("crossstudy_score/{run}/steps-{chunk}.log"),
     benchmark:
-        bench("crossstudy_score/{run}/step-{step}.tsv")
+        bench("crossstudy_score/{run}/steps-{chunk}.tsv")
+    wildcard_constraints:
+        chunk=r"\d+-\d+",
     conda:
         gpu_env
     threads: 1
@@ -84,6 +86,7 @@ rule crossstudy_score:
         gpu=1,
     params:
         study=cross_study,
+        steps=cross_chunk_steps,
         settings=cross_score_settings,
         encoder=GATE["encoder"],
         encoder_spec=encoder_spec,
@@ -102,6 +105,12 @@ rule crossstudy_collect:
         change_null=res("crossstudy/change_null.parquet"),
         behaviour=res("crossstudy/behaviour.parquet"),
         replies=res("crossstudy/replies.parquet"),
+        # the organisms' variants that keep the trained template (letter case only)
+        template_per_prompt=res("crossstudy/template/per_prompt.parquet"),
+        template_sgs=res("crossstudy/template/sgs.parquet"),
+        template_changes=res("crossstudy/template/changes.parquet"),
+        template_change_null=res("crossstudy/template/change_null.parquet"),
+        template_behaviour=res("crossstudy/template/behaviour.parquet"),
     log:
         logs("crossstudy_collect.log"),
     conda:
@@ -177,6 +186,8 @@ rule crossstudy_analyse:
         pairs=res("crossstudy/pairs.parquet"),
         organisms_steps=res("crossstudy/organisms_steps.parquet"),
         organisms_timing=res("crossstudy/organisms_timing.parquet"),
+        template_organisms_steps=res("crossstudy/template/organisms_steps.parquet"),
+        template_organisms_timing=res("crossstudy/template/organisms_timing.parquet"),
     log:
         logs("crossstudy_analyse.log"),
     conda:
@@ -218,6 +229,9 @@ rule crossstudy_report:
         pairs=res("crossstudy/pairs.parquet"),
         organisms_steps=res("crossstudy/organisms_steps.parquet"),
         organisms_timing=res("crossstudy/organisms_timing.parquet"),
+        template_organisms_steps=res("crossstudy/template/organisms_steps.parquet"),
+        template_organisms_timing=res("crossstudy/template/organisms_timing.parquet"),
+        template_change_null=res("crossstudy/template/change_null.parquet"),
         replies=res("crossstudy/replies.parquet"),
         trajectory_scores=(
             [res("trajectory/scores.parquet")]
@@ -248,7 +262,7 @@ rule crossstudy_report:
 
 
 # the precision comparison (make crossstudy-precision, not part of the crossstudy target): every
-# scored checkpoint once more in float32 and in bfloat16
+# scored checkpoint once more in float32 and in bfloat16, in the scoring's chunks
 rule crossstudy_precision_score:
     input:
         prompts=res("crossstudy/prompts/{run}.parquet"),
@@ -258,16 +272,17 @@ rule crossstudy_precision_score:
         checkpoints=cross_checkpoints,
     output:
         generations=res(
-            "crossstudy/precision/{dtype}/generations/{run}/step-{step}.parquet"
+            "crossstudy/precision/{dtype}/generations/{run}/steps-{chunk}.parquet"
         ),
-        probes=res("crossstudy/precision/{dtype}/probes/{run}/step-{step}.parquet"),
-        deltas=res("crossstudy/precision/{dtype}/deltas/{run}/step-{step}.parquet"),
+        probes=res("crossstudy/precision/{dtype}/probes/{run}/steps-{chunk}.parquet"),
+        deltas=res("crossstudy/precision/{dtype}/deltas/{run}/steps-{chunk}.parquet"),
     log:
-        logs("crossstudy_precision_score/{dtype}/{run}/step-{step}.log"),
+        logs("crossstudy_precision_score/{dtype}/{run}/steps-{chunk}.log"),
     benchmark:
-        bench("crossstudy_precision_score/{dtype}/{run}/step-{step}.tsv")
+        bench("crossstudy_precision_score/{dtype}/{run}/steps-{chunk}.tsv")
     wildcard_constraints:
         dtype="float32|bfloat16",
+        chunk=r"\d+-\d+",
     conda:
         gpu_env
     threads: 1
@@ -275,6 +290,7 @@ rule crossstudy_precision_score:
         gpu=1,
     params:
         study=cross_study,
+        steps=cross_chunk_steps,
         settings=cross_score_settings,
         encoder=GATE["encoder"],
         encoder_spec=encoder_spec,

@@ -1,5 +1,12 @@
 # The cross-study's settings and input functions; rules/crossstudy.smk includes this file first.
-from shiftwork.crossstudy.select import evenly_spaced, every_kth, steps_on_disk
+from shiftwork.crossstudy.select import (
+    chunk_name,
+    chunk_steps,
+    evenly_spaced,
+    every_kth,
+    job_chunks,
+    steps_on_disk,
+)
 from shiftwork.schema import with_defaults
 
 # without a crossstudy section: no runs, every setting at its default
@@ -32,16 +39,21 @@ def cross_pattern(wildcards):
     return None
 
 
-def cross_variants():
+def cross_variants(wildcards):
     """The stability study's variants at the cross-study's register strengths, without structural
-    rewrites (no rewriter model here)."""
+    rewrites (no rewriter model here); an organisms run's casing noise at the levels of
+    crossstudy.template_casing (its variants that keep the trained template)."""
     register = {
         **STABILITY["variants"]["register"],
         "strengths": CROSS["register_strengths"],
     }
+    noise = STABILITY["variants"]["noise"]
+    if CROSS_RUNS[wildcards.run] == "organisms":
+        noise = {**noise, "casing": CROSS["template_casing"]}
     return {
         **STABILITY["variants"],
         "register": register,
+        "noise": noise,
         "structural": {"enabled": False},
     }
 
@@ -106,15 +118,26 @@ def cross_steps(run):
     return every_kth(steps, CROSS[study]["every"])
 
 
-def cross_outputs(kind):
-    """The input function of one kind of per-checkpoint table (deltas, generations) of every
-    scored checkpoint."""
+def cross_chunks(run):
+    """The scored steps of ``run`` in the chunks one job each scores
+    (crossstudy.checkpoints_per_job)."""
+    return job_chunks(cross_steps(run), CROSS["checkpoints_per_job"])
+
+
+def cross_chunk_steps(wildcards):
+    return chunk_steps(cross_chunks(wildcards.run), wildcards.chunk)
+
+
+def cross_outputs(kind, prefix="crossstudy"):
+    """The input function of one kind of scoring table (deltas, generations) of every chunk of
+    scored checkpoints, under ``prefix`` (a precision's folder for the precision comparison).
+    """
 
     def paths(wildcards):
         return [
-            f"{OUT}/crossstudy/{kind}/{run}/step-{step}.parquet"
+            f"{OUT}/{prefix}/{kind}/{run}/steps-{chunk_name(chunk)}.parquet"
             for run in CROSS_RUNS
-            for step in cross_steps(run)
+            for chunk in cross_chunks(run)
         ]
 
     return paths
@@ -126,11 +149,8 @@ def cross_precision_inputs(wildcards):
     inputs = {}
     for dtype in ("float32", "bfloat16"):
         for kind in ("deltas", "generations"):
-            inputs[f"{kind}_{dtype}"] = [
-                f"{OUT}/crossstudy/precision/{dtype}/{kind}/{run}/step-{step}.parquet"
-                for run in CROSS_RUNS
-                for step in cross_steps(run)
-            ]
+            paths = cross_outputs(kind, f"crossstudy/precision/{dtype}")
+            inputs[f"{kind}_{dtype}"] = paths(wildcards)
     if any(s == "trajectory" for s in CROSS_RUNS.values()):
         inputs["scores"] = res("trajectory/scores.parquet")
         inputs["item_table"] = res("trajectory/items.parquet")
@@ -143,6 +163,9 @@ def cross_analysis_inputs(wildcards):
         "sgs": res("crossstudy/sgs.parquet"),
         "changes": res("crossstudy/changes.parquet"),
         "behaviour": res("crossstudy/behaviour.parquet"),
+        "template_sgs": res("crossstudy/template/sgs.parquet"),
+        "template_changes": res("crossstudy/template/changes.parquet"),
+        "template_behaviour": res("crossstudy/template/behaviour.parquet"),
     }
     if any(s == "trajectory" for s in CROSS_RUNS.values()):
         inputs["scores"] = res("trajectory/scores.parquet")

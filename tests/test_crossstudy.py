@@ -16,7 +16,7 @@ from shiftwork.crossstudy import stats as cst
 from shiftwork.crossstudy.prompts import PromptError, model_inputs, nli_prompts, organism_prompts
 from shiftwork.crossstudy.respond import respond
 from shiftwork.crossstudy.run_steps import fitting_rows
-from shiftwork.crossstudy.select import evenly_spaced, every_kth
+from shiftwork.crossstudy.select import chunk_name, chunk_steps, evenly_spaced, every_kth, job_chunks
 from shiftwork.models.loading import LoadedModel
 from shiftwork.stability.variants.build import build_variants
 from shiftwork.trajectory.tasks import render
@@ -94,6 +94,23 @@ def test_evenly_spaced_checkpoints_keep_the_first_and_the_last():
     assert evenly_spaced([6, 0, 2, 4], 2) == [0, 6] and evenly_spaced([0, 2], 3) == [0, 2]
     with pytest.raises(ValueError, match="at least 2"):
         evenly_spaced(steps, 1)
+
+
+def test_job_chunks_cut_the_steps_into_consecutive_runs_of_near_equal_size():
+    # 26 steps, at most 8 a job: ceil(26 / 8) = 4 jobs of 7, 7, 6 and 6
+    steps = list(range(0, 52, 2))
+    chunks = job_chunks(steps, 8)
+    assert [len(c) for c in chunks] == [7, 7, 6, 6]
+    assert [s for c in chunks for s in c] == steps
+    assert [chunk_name(c) for c in chunks] == ["0-12", "14-26", "28-38", "40-50"]
+    assert job_chunks([40, 0, 20], 1) == [[0], [20], [40]]
+    assert job_chunks([0, 20, 40], 8) == [[0, 20, 40]]
+    assert job_chunks([], 3) == []
+    assert chunk_steps(chunks, "14-26") == [14, 16, 18, 20, 22, 24, 26]
+    with pytest.raises(ValueError, match="no chunk '0-10' among"):
+        chunk_steps(chunks, "0-10")
+    with pytest.raises(ValueError, match="checkpoints_per_job must be at least 1"):
+        job_chunks(steps, 0)
 
 
 def test_every_kth_keeps_the_first_and_the_last_step():

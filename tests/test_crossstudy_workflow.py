@@ -30,8 +30,17 @@ def cross_config(data) -> dict:
         "trajectory": {"runs": ["tiny-lora"], "n_prompts": 3},
         "organisms": {"runs": ["cov-ACE"], "n_prompts": 2},
         "freeform": {"checkpoints": 3},
+        # the trajectory run's steps 0-6 every 2 in two jobs, the RL run's 0-2 in one
+        "checkpoints_per_job": 3,
     }
     return cfg
+
+
+def scored(res, kind: str, run: str, step: int) -> pd.DataFrame:
+    """One checkpoint's rows of a scoring table (a job writes the steps of its chunk in one)."""
+    frames = [pd.read_parquet(path) for path in sorted((res / kind / run).glob("steps-*.parquet"))]
+    table = pd.concat(frames, ignore_index=True)
+    return table[table["step"] == step].reset_index(drop=True)
 
 
 def jobs_of(proc) -> set[str]:
@@ -62,6 +71,14 @@ def test_crossstudy_reuses_the_checkpoints_and_trains_nothing(cross_dir):
     work, proc = cross_dir
     jobs = jobs_of(proc)
     assert "crossstudy_score" in jobs and not set(TRAINING) & jobs
+    # one job per chunk of consecutive steps, each table holding exactly its chunk's steps
+    res = work / "results" / "default" / "crossstudy"
+    for run, chunks in (("tiny-lora", {"0-2": [0, 2], "4-6": [4, 6]}), ("cov-ACE", {"0-2": [0, 1, 2]})):
+        for kind in ("generations", "probes", "deltas"):
+            files = {p.name: p for p in (res / kind / run).glob("*.parquet")}
+            assert set(files) == {f"steps-{name}.parquet" for name in chunks}
+            for name, steps in chunks.items():
+                assert sorted(pd.read_parquet(files[f"steps-{name}.parquet"])["step"].unique()) == steps
     again = snakemake(work, "crossstudy", "-n")
     assert again.returncode == 0 and "Nothing to be done" in again.stdout + again.stderr
 
@@ -76,10 +93,21 @@ def test_sgs_and_changes_follow_from_the_deltas(cross_dir):
     # every scored checkpoint: trajectory steps 0-6 every 2, RL steps 0-2
     assert sorted(per_prompt.loc[per_prompt["run"] == "tiny-lora", "step"].unique()) == [0, 2, 4, 6]
     assert sorted(per_prompt.loc[per_prompt["run"] == "cov-ACE", "step"].unique()) == [0, 1, 2]
-    for run, step in (("tiny-lora", 4), ("cov-ACE", 2)):
-        deltas = pd.read_parquet(res / "deltas" / run / f"step-{step}.parquet")
-        variants = deltas[deltas["family"] != "baseline"]
-        mine = per_prompt[(per_prompt["run"] == run) & (per_prompt["step"] == step)].set_index("prompt_id")
+    # the organism's casing variants keep its template (every character in its place): they have
+    # their own tables under template/, and the others' tables leave them out
+    kept_tables = {name: pd.read_parquet(res / "template" / f"{name}.parquet") for name in ("per_prompt", "sgs")}
+    assert set(kept_tables["per_prompt"]["run"]) == {"cov-ACE"}
+    cases = (
+        ("tiny-lora", 4, lambda v: v, per_prompt, sgs),
+        ("cov-ACE", 2, lambda v: v[v["kind"] != "casing"], per_prompt, sgs),
+        ("cov-ACE", 2, lambda v: v[v["kind"] == "casing"], kept_tables["per_prompt"], kept_tables["sgs"]),
+    )
+    for run, step, chosen, per_prompt_table, sgs_table in cases:
+        deltas = scored(res, "deltas", run, step)
+        variants = chosen(deltas[deltas["family"] != "baseline"])
+        assert len(variants)
+        mine = per_prompt_table[(per_prompt_table["run"] == run) & (per_prompt_table["step"] == step)]
+        mine = mine.set_index("prompt_id")
         # the NLI run answers with labels: label consistency instead of the text axes
         labels = run == "tiny-lora"
         for axis in ("Act", "Prob") if labels else ("Act", "Prob", "BLEU"):
@@ -92,7 +120,8 @@ def test_sgs_and_changes_follow_from_the_deltas(cross_dir):
             assert mine[["BLEU", "BERT", "MR"]].isna().all().all() and (mine["label_share"] == 1.0).all()
         else:
             assert mine["Label"].isna().all() and mine["label_share"].isna().all()
-        pooled = sgs[(sgs["run"] == run) & (sgs["step"] == step) & (sgs["dataset"] == "all")].iloc[0]
+        pooled = sgs_table[(sgs_table["run"] == run) & (sgs_table["step"] == step) & (sgs_table["dataset"] == "all")]
+        pooled = pooled.iloc[0]
         assert pooled["Act"] == pytest.approx(mine["Act"].mean()) and pooled["n_prompts"] == len(mine)
     # the NLI prompts: 3 of each of the tiny suite's sets; the organism: 2 of each of A-F
     assert per_prompt[per_prompt["run"] == "tiny-lora"].groupby("dataset")["prompt_id"].nunique().max() <= 3
@@ -147,8 +176,14 @@ def test_pairs_and_organism_steps_match_the_studies_tables(cross_dir):
     assert len(merged) == len(steps) == 3 * 6
     assert merged["accuracy"].to_numpy() == pytest.approx(merged["accuracy_eval"].to_numpy())
     assert set(steps.loc[steps["role"] == "id", "dataset"]) == {"A", "C", "E"}
+    kept_steps = pd.read_parquet(res / "template" / "organisms_steps.parquet")
+    assert len(kept_steps) == len(steps) and (kept_steps["accuracy"].to_numpy() == steps["accuracy"].to_numpy()).all()
     findings = (res / "findings.md").read_text()
     assert "Run `tiny-lora`" in findings and "Run `cov-ACE`" in findings
+    q3 = findings.split("## 3.")[1]
+    assert "**Variants that change the trained template**" in q3 and "**Variants that keep the trained template**" in q3
+    null = pd.read_parquet(res / "template" / "change_null.parquet")
+    assert set(null["dataset"]) == {"all", *"ABCDEF"} and set(null["run"]) == {"cov-ACE"}
     assert f"{len(pairs)} (axis, OOD set) pairs over 4 checkpoints" in findings
     assert "BLEU, BERT, MR not applicable: replies are labels (answer words: 1.000 of replies)" in findings
     kinds = pd.read_parquet(res / "replies.parquet").set_index("run")

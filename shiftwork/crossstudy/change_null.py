@@ -59,7 +59,7 @@ def any_significant(values: np.ndarray, alpha: float) -> np.ndarray:
     p = np.where(flat, np.nan, 2 * sps.t.sf(np.abs(t), n - 1))
     m = np.isfinite(p).sum(axis=1)
     smallest = np.where(m > 0, np.nanmin(np.where(np.isfinite(p), p, np.inf), axis=1), np.inf)
-    return smallest * m < alpha
+    return smallest * np.maximum(m, 1) < alpha
 
 
 def change_calibration(
@@ -80,7 +80,9 @@ def change_calibration(
             if 0 not in wide.columns or len(wide) < 2 or wide.shape[1] < 2:
                 continue
             wide = wide[[0, *[s for s in wide.columns if s != 0]]]
-            rng = rng_for("crossstudy-change-null", seed, run, axis)
+            # the pooled set's stream is the one it always had; a single set's gets its own
+            parts = (run, axis) if dataset == POOLED else (run, axis, dataset)
+            rng = rng_for("crossstudy-change-null", seed, *parts)
             stacked = np.broadcast_to(wide.to_numpy(float), (replicates, *wide.shape))
             hits = int(any_significant(rng.permuted(stacked, axis=2), alpha).sum())
             low, high = exact_interval(hits, replicates)
@@ -104,11 +106,12 @@ def change_calibration(
     return out[CHANGE_NULL_COLUMNS]
 
 
-def rates_by_axis(calibration: pd.DataFrame | None, run: str) -> Mapping[str, str]:
-    """Each axis's null false-positive rate of ``run`` as the findings show it ("0.030 (6/200)")."""
+def rates_by_axis(calibration: pd.DataFrame | None, run: str, dataset: str = POOLED) -> Mapping[str, str]:
+    """Each axis's null false-positive rate of ``run`` on ``dataset`` (its prompts pooled by
+    default) as the findings show it ("0.030 (6/200)")."""
     if calibration is None or calibration.empty:
         return {}
-    part = calibration[calibration["run"] == run]
+    part = calibration[(calibration["run"] == run) & (calibration["dataset"] == dataset)]
     return {
         r.axis: f"{r.false_positive_rate:.3f} ({int(r.false_positives)}/{int(r.replicates)})"
         for r in part.itertuples(index=False)

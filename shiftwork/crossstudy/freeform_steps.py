@@ -21,6 +21,7 @@ from typing import Any
 import pandas as pd
 
 from shiftwork.crossstudy.jobs import ScoredCheckpoint
+from shiftwork.crossstudy.scoring import LazyBertF1, checked_deltas
 from shiftwork.inference.formatting import model_input, plain_template
 from shiftwork.logs import LOGGER
 from shiftwork.models.prepare import read_info
@@ -93,7 +94,9 @@ def crossstudy_freeform_score(
     responded = time.perf_counter()
     baseline = inputs["baseline"]
     b = float(gate_mod.read_baseline(baseline, encoder_name, baseline, "the BERT axis uses")["b"])
-    deltas = _deltas(gens, probes, settings, b, encoder_name, encoder_spec, checkpoint)
+    where = f"run {checkpoint.run} step {checkpoint.step}"
+    bert_f1 = LazyBertF1(encoder_name, encoder_spec)
+    deltas = checked_deltas(gens, probes, axis_rules(settings, b), bert_f1, settings["axes"]["bert_scale"], where)
     gens = gens.assign(dtype=str(lm.dtype).removeprefix("torch."))
     for frame in (gens, probes, deltas):
         frame.insert(1, "step", int(checkpoint.step))
@@ -144,35 +147,3 @@ def _checkpoint_rows(
     rows, too_long = fitting_rows(rows, tok, context_length(net.config), int(settings["max_new_tokens"]))
     lm = LoadedModel(checkpoint.run, net, tok, device, next(net.parameters()).dtype, chat, {"name": checkpoint.run})
     return lm, rows, too_long
-
-
-def _deltas(
-    gens: pd.DataFrame,
-    probes: pd.DataFrame,
-    settings: Mapping[str, Any],
-    b: float,
-    encoder_name: str,
-    encoder_spec: Mapping[str, Any],
-    checkpoint: ScoredCheckpoint,
-) -> pd.DataFrame:
-    """The six axis deltas by the stability study's definitions (:func:`axis_rules`), checked to
-    lie in their ranges; the encoder loads only if the BERT axis has pairs to score."""
-    from shiftwork.encoders import Encoder
-    from shiftwork.stability.axes import check_ranges, variant_deltas
-
-    encoder: dict[str, Encoder] = {}
-
-    def bert_f1(cands, refs):
-        return encoder.setdefault("e", Encoder(encoder_name, encoder_spec)).f1(cands, refs)
-
-    rules = axis_rules(settings, b)
-    deltas = variant_deltas(gens, probes, bert_f1, None, rules)
-    axes = settings["axes"]
-    problems = check_ranges(
-        deltas, bleu=axes["bleu"], bert_scale=axes["bert_scale"], structural_baseline=rules.structural_baseline
-    )
-    if problems:
-        raise ValueError(
-            f"run {checkpoint.run} step {checkpoint.step}: axis values out of range:\n  " + "\n  ".join(problems[:20])
-        )
-    return deltas

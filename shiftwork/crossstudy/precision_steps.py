@@ -19,7 +19,7 @@ from shiftwork.tables import read_table, write_table, write_text
 
 
 def crossstudy_precision_score(
-    checkpoint: ScoredCheckpoint,
+    checkpoints: Sequence[ScoredCheckpoint],
     inputs: Mapping[str, str],
     settings: Mapping[str, Any],
     dtype: str,
@@ -28,13 +28,14 @@ def crossstudy_precision_score(
     outs: Mapping[str, str],
     threads: int | None = None,
 ) -> None:
-    """:func:`shiftwork.crossstudy.run_steps.crossstudy_score` with the checkpoint loaded in ``dtype``
-    (one of :data:`~shiftwork.crossstudy.precision.DTYPES`) whatever its run's ``dtype`` says."""
+    """:func:`shiftwork.crossstudy.run_steps.crossstudy_score` with the checkpoints loaded in
+    ``dtype`` (one of :data:`~shiftwork.crossstudy.precision.DTYPES`) whatever their run's ``dtype``
+    says."""
     from shiftwork.crossstudy.run_steps import crossstudy_score
 
     if dtype not in precision.DTYPES:
         raise ValueError(f"dtype must be one of {list(precision.DTYPES)}, got {dtype!r}")
-    crossstudy_score(checkpoint, inputs, {**dict(settings), "dtype": dtype}, encoder_name, encoder_spec, outs, threads)
+    crossstudy_score(checkpoints, inputs, {**dict(settings), "dtype": dtype}, encoder_name, encoder_spec, outs, threads)
 
 
 def _one_precision(

@@ -212,7 +212,11 @@ def _q1_runs(
 
 def _null_line(null: pd.DataFrame | None, run: str, alpha: float, table: str) -> str:
     """How the step-0 tests of ``run`` fare on null runs: the axes above alpha, if any."""
-    part = null[null["run"] == run] if null is not None and not null.empty else pd.DataFrame()
+    part = (
+        null[(null["run"] == run) & (null["dataset"] == POOLED)]
+        if null is not None and not null.empty
+        else pd.DataFrame()
+    )
     if part.empty:
         return "No null runs for these tests: their significant steps are not called findings."
     reps = int(part["replicates"].iloc[0])
@@ -356,50 +360,142 @@ def _behaviour_text(d: pd.DataFrame) -> str:
     )
 
 
-def _q3(steps: pd.DataFrame, timing: pd.DataFrame, alpha: float, collapse: float) -> list[str]:
+VARIANT_SETS = {
+    "changed": (
+        "Variants that change the trained template",
+        "register framing around the question, inserted spaces or punctuation",
+    ),
+    "kept": (
+        "Variants that keep the trained template",
+        "letter case only: every character in its place, `template/` tables",
+    ),
+}
+"""The two variant sets of an organisms run (:mod:`shiftwork.crossstudy.template`): heading and
+what the variants do."""
+
+
+def _q3(
+    sets: Mapping[str, tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame | None]], alpha: float, collapse: float
+) -> list[str]:
+    """Question 3 per organisms run, for each variant set (``sets[name]``: its organisms_steps,
+    organisms_timing and change_null tables; ``changed`` first)."""
     lines = ["## 3. Does RL's policy selection change stability, and before the held-out accuracy collapses?", ""]
+    steps, timing, _ = sets["changed"]
     if steps.empty:
         return lines + ["No organisms run was scored.", ""]
-    for run, part in timing.groupby("run", sort=True):
+    for run in sorted(timing["run"].unique()):
         st = steps[steps["run"] == run].sort_values("step")
         first, last = int(st["step"].min()), int(st["step"].max())
         share = st[st["step"] == last]["trained_policy_share"].min()
-        lines.append(
+        lines += [
             f"Run `{run}`: checkpoints {first}-{last}; at step {last} the share of responses naming a trained policy is "
-            f"at least {share:.2f} on every distribution."
-        )
-        stated = st["variant_stated_identity"].mean() if "variant_stated_identity" in st.columns else np.nan
-        if np.isfinite(stated) and stated < 0.5:
-            lines.append(
-                f"Only {stated:.2f} of the greedy responses to variants state a policy at all (mean over checkpoints "
-                "and distributions): this organism does not read most variants of its questions as questions, so "
-                "its SGS mostly measures how its output breaks down outside the trained template, not which "
-                "policy it selects."
+            f"at least {share:.2f} on every distribution.",
+            "",
+        ]
+        for name, (set_steps, set_timing, null) in sets.items():
+            lines += _q3_set(
+                name, set_steps[set_steps["run"] == run], set_timing[set_timing["run"] == run], null, alpha, collapse
             )
-        for dist, d in part.groupby("dataset", sort=True):
-            role = "trained" if d["role"].iloc[0] == "id" else "held out"
-            moved = d[d["p_holm_last"] < alpha]
-            desc = ", ".join(
-                f"{r.axis} {r.change_last:+.3f} (p_holm {_fmt_p(r.p_holm_last)})" for r in moved.itertuples()
-            )
-            text = (
-                f"- `{dist}` ({role}): accuracy {d['accuracy_first'].iloc[0]:.3f} -> {d['accuracy_last'].iloc[0]:.3f}, "
-                f"first different from step 0 at step {_step(d['accuracy_change_step'].iloc[0])} (Fisher, Holm); "
-                f"SGS changed by step {last} on {desc or 'no axis'}."
-            )
-            text += _behaviour_text(st[st["dataset"] == dist])
-            if role == "held out":
-                col = d["collapse_step"].iloc[0]
-                early = d[d["before_collapse"].fillna(False).astype(bool)]
-                text += (
-                    f" Accuracy first at most {collapse} at step {_step(col)}; axes whose change was significant "
-                    "strictly before that: "
-                    + (", ".join(f"{r.axis} (step {_step(r.change_step)})" for r in early.itertuples()) or "none")
-                    + "."
-                )
-            lines.append(text)
-        lines.append("")
     return lines
+
+
+def _q3_set(
+    name: str, st: pd.DataFrame, timing: pd.DataFrame, null: pd.DataFrame | None, alpha: float, collapse: float
+) -> list[str]:
+    """One variant set of one organisms run: what it measures (whether most of its responses
+    state a policy), then per distribution the axes that changed by the last checkpoint with
+    their null false-positive rates, and, held out, which changed before the collapse."""
+    from shiftwork.crossstudy.change_null import rates_by_axis
+
+    heading, what = VARIANT_SETS[name]
+    if st.empty:
+        return [f"**{heading}** ({what}): none was built or kept by the gate.", ""]
+    run = st["run"].iloc[0]
+    stated = st["variant_stated_identity"].mean() if "variant_stated_identity" in st.columns else np.nan
+    if not np.isfinite(stated):
+        reading = "their responses were not parsed."
+    elif stated >= 0.5:
+        reading = (
+            f"{stated:.2f} of their greedy responses state a policy (mean over checkpoints and distributions): the "
+            "organism reads them as its questions, so this set measures policy stability."
+        )
+    else:
+        reading = (
+            f"only {stated:.2f} of their greedy responses state a policy (mean over checkpoints and distributions): "
+            "the organism does not read most of them as questions, so this set mostly measures how its output breaks "
+            "down outside the trained template, not which policy it selects."
+        )
+    lines = [f"**{heading}** ({what}): {reading}", ""]
+    last = int(st["step"].max())
+    for dist, d in timing.groupby("dataset", sort=True):
+        rates = rates_by_axis(null, run, dist)
+        lines.append(_q3_line(dist, d, rates, st[st["dataset"] == dist], last, alpha, collapse))
+    over = (
+        null[(null["run"] == run) & (null["dataset"] != POOLED) & ~null["calibrated"].astype(bool)]
+        if null is not None and len(null)
+        else []
+    )
+    lines += ["", _q3_null_line(null, run, over, alpha), ""]
+    return lines
+
+
+def _q3_line(
+    dist: str, d: pd.DataFrame, rates: Mapping[str, str], st: pd.DataFrame, last: int, alpha: float, collapse: float
+) -> str:
+    """One distribution's line of question 3: accuracy, the axes changed by the last step (with
+    their null rates) and, held out, the axes that changed before the collapse."""
+    role = "trained" if d["role"].iloc[0] == "id" else "held out"
+    moved = d[d["p_holm_last"] < alpha]
+    desc = ", ".join(
+        f"{r.axis} {r.change_last:+.3f} (p_holm {_fmt_p(r.p_holm_last)}, null {rates.get(r.axis, 'n/a')})"
+        for r in moved.itertuples()
+    )
+    text = (
+        f"- `{dist}` ({role}): accuracy {d['accuracy_first'].iloc[0]:.3f} -> {d['accuracy_last'].iloc[0]:.3f}, "
+        f"first different from step 0 at step {_step(d['accuracy_change_step'].iloc[0])} (Fisher, Holm); "
+        f"SGS changed by step {last} on {desc or 'no axis'}."
+    )
+    text += _behaviour_text(st)
+    if role == "held out":
+        col = d["collapse_step"].iloc[0]
+        early = d[d["before_collapse"].fillna(False).astype(bool)]
+        text += (
+            f" Accuracy first at most {collapse} at step {_step(col)}; axes whose change was significant "
+            "strictly before that: "
+            + (", ".join(f"{r.axis} (step {_step(r.change_step)})" for r in early.itertuples()) or "none")
+            + "."
+        )
+    return text
+
+
+def _q3_null_line(null: pd.DataFrame | None, run: str, over: pd.DataFrame, alpha: float) -> str:
+    """How question 3's step-0 tests of ``run`` fare on null runs, per distribution."""
+    part = (
+        null[(null["run"] == run) & (null["dataset"] != POOLED)] if null is not None and len(null) else pd.DataFrame()
+    )
+    if part.empty:
+        return "No null runs for these tests: their significant steps are not called findings."
+    head = (
+        f"Null runs ({int(part['replicates'].iloc[0])} per distribution and axis, each prompt's values shuffled "
+        "across the steps): the share with any step significant is the `null` rate above"
+    )
+    if len(over) == 0:
+        return f"{head}; every one at most alpha {alpha:g}, so the changes above are findings."
+    named = ", ".join(f"{r.axis} on `{r.dataset}` ({r.false_positive_rate:.3f})" for r in over.itertuples())
+    return f"{head}; above alpha {alpha:g} for {named}: changes there are not findings."
+
+
+def _q3_sets(tables: Mapping[str, pd.DataFrame | None]) -> dict[str, tuple]:
+    """Question 3's variant sets from the findings' tables: the run's own (``changed``) and, where
+    there are any, the template-kept ones (``template_organisms_steps`` and its kin)."""
+    sets = {"changed": (tables["organisms_steps"], tables["organisms_timing"], tables.get("change_null"))}
+    if tables.get("template_organisms_steps") is not None:
+        sets["kept"] = (
+            tables["template_organisms_steps"],
+            tables["template_organisms_timing"],
+            tables.get("template_change_null"),
+        )
+    return sets
 
 
 def findings(
@@ -410,12 +506,12 @@ def findings(
     """The findings section: the three questions answered with this run's numbers, after the
     precision each run's checkpoints answered in. ``tables``: sgs, changes, pairs,
     organisms_steps, organisms_timing, and where there are any calibration (the stability pairs'),
-    replies (:func:`shiftwork.crossstudy.replies.reply_kinds`), change_null (question 1's null
-    runs) and freeform (the free-form probe's sgs, changes and change_null tables). ``left_out``: per trajectory
+    replies (:func:`shiftwork.crossstudy.replies.reply_kinds`), change_null (the step-0 tests' null
+    runs), the template-kept variants' template_organisms_steps, template_organisms_timing and
+    template_change_null, and freeform (the free-form probe's sgs, changes and change_null tables). ``left_out``: per trajectory
     run, the scored checkpoints the pairs leave out as pinned
     (:func:`shiftwork.crossstudy.analysis.pair_steps`)."""
     sgs, changes, pairs = tables["sgs"], tables["changes"], tables["pairs"]
-    steps, timing = tables["organisms_steps"], tables["organisms_timing"]
     calibration, replies = tables.get("calibration"), tables.get("replies")
     alpha, collapse = float(settings["alpha"]), float(settings["collapse"])
     lines = [
@@ -432,7 +528,7 @@ def findings(
     lines += (
         _q1(changes, sgs, alpha, tables.get("change_null"), freeform)
         + _q2(pairs, alpha, calibration, sgs, left_out)
-        + _q3(steps, timing, alpha, collapse)
+        + _q3(_q3_sets(tables), alpha, collapse)
     )
     lines += [
         "## Caveats",

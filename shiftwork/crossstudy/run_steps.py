@@ -8,13 +8,14 @@ imported)."""
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pandas as pd
 
 from shiftwork.crossstudy.jobs import ScoredCheckpoint
 from shiftwork.crossstudy.prompts import model_inputs, nli_prompts, organism_prompts
+from shiftwork.crossstudy.scoring import LazyBertF1, checked_deltas
 from shiftwork.logs import LOGGER
 from shiftwork.organisms.settings import load_setting
 from shiftwork.organisms.transcripts import parse_response
@@ -23,6 +24,7 @@ from shiftwork.stability import gate as gate_mod
 from shiftwork.tables import read_table, write_table
 
 STUDIES = ("trajectory", "organisms")
+VARIANT_COLUMNS = ["dataset", "prompt_id", "variant_id", "family", "kind", "position", "strength", "text"]
 
 
 def crossstudy_prompts(study: str, source_path: str, n: int, seed: int, out: str, pattern: str | None = None) -> None:
@@ -90,7 +92,7 @@ def crossstudy_gate(
 
 
 def crossstudy_score(
-    checkpoint: ScoredCheckpoint,
+    checkpoints: Sequence[ScoredCheckpoint],
     inputs: Mapping[str, str],
     settings: Mapping[str, Any],
     encoder_name: str,
@@ -98,20 +100,67 @@ def crossstudy_score(
     outs: Mapping[str, str],
     threads: int | None = None,
 ) -> None:
-    """One checkpoint on its run's filtered variants: responses and probes (one load of the
-    checkpoint, :func:`shiftwork.crossstudy.respond.respond`), then the six axis deltas of the
-    stability study (BERT on the gate's rescaled scale, no judge: mirroring by the rule-based
-    detectors). ``inputs``: prompts, filtered (the gate's kept variants), baseline (the gate's
-    baseline table). ``settings``: ``mode`` (verbaliser or generate), ``batch_size``, ``dtype``,
-    ``verbalisers``, ``max_new_tokens``, ``bleu``, and an organism's ``setting``. ``outs``:
-    generations, probes, deltas."""
-    from shiftwork.crossstudy.respond import respond
+    """Checkpoints of one run, one after the other in this job, on the run's filtered variants:
+    each checkpoint's responses and probes (:func:`shiftwork.crossstudy.respond.respond`), then
+    the six axis deltas of the stability study (BERT on the gate's rescaled scale, no judge:
+    mirroring by the rule-based detectors), in one table per kind with a ``step`` column. The
+    variants, the gate's b and the encoder are read once for all of them. ``inputs``: prompts,
+    filtered (the gate's kept variants), baseline (the gate's baseline table). ``settings``:
+    ``mode`` (verbaliser or generate), ``batch_size``, ``dtype``, ``verbalisers``,
+    ``max_new_tokens``, ``bleu``, and an organism's ``setting``. ``outs``: generations, probes,
+    deltas."""
     from shiftwork.device import set_threads
 
+    runs = sorted({c.run for c in checkpoints})
+    if len(runs) != 1:
+        raise ValueError(f"a scoring job scores checkpoints of one run, got runs {runs}")
     set_threads(threads)
-    start = time.perf_counter()
     prompts = read_table(inputs["prompts"])
-    lm, rows, too_long = _checkpoint_rows(checkpoint, prompts, inputs["filtered"], settings)
+    rows = read_table(inputs["filtered"], VARIANT_COLUMNS)
+    rows = rows.assign(model=runs[0], model_input=model_inputs(rows, prompts))
+    baseline = inputs["baseline"]
+    b = float(gate_mod.read_baseline(baseline, encoder_name, baseline, "the BERT axis uses")["b"])
+    bert_f1 = LazyBertF1(encoder_name, encoder_spec)
+    tables: dict[str, list[pd.DataFrame]] = {"generations": [], "probes": [], "deltas": []}
+    too_long = 0
+    for checkpoint in sorted(checkpoints, key=lambda c: c.step):
+        scored, too_long = _score_checkpoint(checkpoint, rows, prompts, settings, b, bert_f1)
+        for name, frame in scored.items():
+            tables[name].append(frame)
+    record = {
+        "study": checkpoints[0].study,
+        "run": runs[0],
+        "steps": sorted(int(c.step) for c in checkpoints),
+        "checkpoints": [c.path for c in sorted(checkpoints, key=lambda c: c.step)],
+        **dict(settings),
+        "b": b,
+        "left_out_too_long": too_long,
+    }
+    prov = make_provenance("crossstudy_score", record, model=runs[0])
+    for name, frames in tables.items():
+        write_table(pd.concat(frames, ignore_index=True), outs[name], prov)
+
+
+def _score_checkpoint(
+    checkpoint: ScoredCheckpoint,
+    rows: pd.DataFrame,
+    prompts: pd.DataFrame,
+    settings: Mapping[str, Any],
+    b: float,
+    bert_f1: LazyBertF1,
+) -> tuple[dict[str, pd.DataFrame], int]:
+    """(generations, probes and deltas of one checkpoint, each with its ``step``; how many variants
+    were left out as too long for its context): one load of the checkpoint."""
+    from shiftwork.crossstudy.respond import respond
+    from shiftwork.models.checkpoints import load_checkpoint
+    from shiftwork.models.loading import LoadedModel
+    from shiftwork.stability.axes import AxisRules
+
+    start = time.perf_counter()
+    net, tok, device = load_checkpoint(checkpoint.base_dir, {"path": checkpoint.path}, settings["dtype"])
+    lm = LoadedModel(checkpoint.run, net, tok, device, next(net.parameters()).dtype, False, {"name": checkpoint.run})
+    new_tokens = int(settings.get("max_new_tokens") or 0)
+    rows, too_long = fitting_rows(rows, tok, context_length(net.config), max(new_tokens, 1))
     loaded = time.perf_counter()
     gens, probes = respond(
         lm,
@@ -119,89 +168,27 @@ def crossstudy_score(
         settings["mode"],
         int(settings["batch_size"]),
         verbalisers=settings.get("verbalisers"),
-        max_new_tokens=int(settings.get("max_new_tokens") or 0),
+        max_new_tokens=new_tokens,
     )
     responded = time.perf_counter()
-    baseline = inputs["baseline"]
-    b = float(gate_mod.read_baseline(baseline, encoder_name, baseline, "the BERT axis uses")["b"])
-    deltas = _checked_deltas(gens, probes, encoder_name, encoder_spec, b, settings["bleu"], checkpoint)
+    rules = AxisRules(structural_baseline="original", bleu=settings["bleu"], bert_b=b)
+    where = f"run {checkpoint.run} step {checkpoint.step}"
+    deltas = checked_deltas(gens, probes, rules, bert_f1, "rescaled", where)
     if settings.get("setting"):
         gens = with_parsed(gens, prompts, settings["setting"])
     gens = gens.assign(dtype=str(lm.dtype).removeprefix("torch."))
     for frame in (gens, probes, deltas):
         frame.insert(1, "step", int(checkpoint.step))
-    record = {
-        "study": checkpoint.study,
-        "run": checkpoint.run,
-        "step": int(checkpoint.step),
-        "checkpoint": checkpoint.path,
-        **dict(settings),
-        "b": b,
-    }
-    record["left_out_too_long"] = too_long
-    prov = make_provenance("crossstudy_score", record, model=checkpoint.run)
-    write_table(gens, outs["generations"], prov)
-    write_table(probes, outs["probes"], prov)
-    write_table(deltas, outs["deltas"], prov)
     LOGGER.info(
-        "run %s step %d: %d rows, %d flipped; load %.1f s, respond %.1f s, score %.1f s",
-        checkpoint.run,
-        checkpoint.step,
+        "%s: %d rows, %d flipped; load %.1f s, respond %.1f s, score %.1f s",
+        where,
         len(deltas),
         int(deltas["flipped"].sum()),
         loaded - start,
         responded - loaded,
         time.perf_counter() - responded,
     )
-
-
-def _checkpoint_rows(
-    checkpoint: ScoredCheckpoint, prompts: pd.DataFrame, filtered_path: str, settings: Mapping[str, Any]
-) -> tuple[Any, pd.DataFrame, int]:
-    """(the checkpoint loaded, the filtered variants it is asked with its model inputs, how many
-    variants were left out as too long for it): the rows that fit its context with the new tokens
-    it may add (:func:`fitting_rows`)."""
-    from shiftwork.models.checkpoints import load_checkpoint
-    from shiftwork.models.loading import LoadedModel
-
-    run = checkpoint.run
-    rows = read_table(
-        filtered_path, ["dataset", "prompt_id", "variant_id", "family", "kind", "position", "strength", "text"]
-    )
-    rows = rows.assign(model=run, model_input=model_inputs(rows, prompts))
-    net, tok, device = load_checkpoint(checkpoint.base_dir, {"path": checkpoint.path}, settings["dtype"])
-    lm = LoadedModel(run, net, tok, device, next(net.parameters()).dtype, False, {"name": run})
-    rows, too_long = fitting_rows(rows, tok, context_length(net.config), int(settings.get("max_new_tokens") or 1))
-    return lm, rows, too_long
-
-
-def _checked_deltas(
-    gens: pd.DataFrame,
-    probes: pd.DataFrame,
-    encoder_name: str,
-    encoder_spec: Mapping[str, Any],
-    b: float,
-    bleu: str,
-    checkpoint: ScoredCheckpoint,
-) -> pd.DataFrame:
-    """The six axis deltas of the responses and probes (BERT rescaled with the gate's ``b``, the
-    structural baseline the original prompt), checked to lie in their ranges. The encoder
-    loads only if the BERT axis has pairs to score."""
-    from shiftwork.encoders import Encoder
-    from shiftwork.stability.axes import axis_deltas, check_ranges
-
-    loaded: dict[str, Encoder] = {}
-
-    def bert_f1(cands, refs):
-        return loaded.setdefault("e", Encoder(encoder_name, encoder_spec)).f1(cands, refs)
-
-    deltas = axis_deltas(gens, probes, bert_f1, None, "original", bleu=bleu, bert_b=b)
-    problems = check_ranges(deltas, bleu=bleu, bert_scale="rescaled", structural_baseline="original")
-    if problems:
-        raise ValueError(
-            f"run {checkpoint.run} step {checkpoint.step}: axis values out of range:\n  " + "\n  ".join(problems[:20])
-        )
-    return deltas
+    return {"generations": gens, "probes": probes, "deltas": deltas}, too_long
 
 
 def with_parsed(gens: pd.DataFrame, prompts: pd.DataFrame, setting_spec: Mapping[str, Any]) -> pd.DataFrame:

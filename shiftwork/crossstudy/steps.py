@@ -11,7 +11,7 @@ from typing import Any
 import pandas as pd
 
 from shiftwork.crossstudy import analysis as an
-from shiftwork.crossstudy import replies, stats
+from shiftwork.crossstudy import replies, stats, template
 from shiftwork.crossstudy import report as rep
 from shiftwork.logs import LOGGER
 from shiftwork.provenance import make_provenance
@@ -36,16 +36,54 @@ def crossstudy_collect(
     rate on null runs (``change_null``, :func:`shiftwork.crossstudy.change_null.change_calibration`,
     ``calibration``: config trajectory.analysis.calibration's ``replicates`` and ``seed``), and, for
     organism checkpoints, how their parsed responses to baselines and variants fare (``behaviour``,
-    :func:`shiftwork.crossstudy.stats.behaviour`, from ``generation_paths``). ``runs`` maps each
-    run to its ``study`` and its ``answers`` (the answer words; none for free-form runs).
-    ``replies``: each checkpoint's replies' kind and precision."""
-    generations = [read_table(p) for p in generation_paths]
-    parsed = [g for g in generations if "correct" in g.columns]
-    behaviour = stats.behaviour(pd.concat(parsed, ignore_index=True) if parsed else pd.DataFrame())
-    tables = _collected(delta_paths, generations, runs, R, alpha, calibration)
+    :func:`shiftwork.crossstudy.stats.behaviour`). ``runs`` maps each run to its ``study`` and its
+    ``answers`` (the answer words; none for free-form runs). ``replies``: each checkpoint's
+    replies' kind and precision.
+
+    An organism's variants that keep its trained template (:mod:`shiftwork.crossstudy.template`)
+    are left out of those tables and get their own (``template_per_prompt``, ``template_sgs``,
+    ``template_changes``, ``template_change_null``, ``template_behaviour``)."""
+    deltas = pd.concat([read_table(p) for p in delta_paths], ignore_index=True)
+    generations = pd.concat([read_table(p) for p in generation_paths], ignore_index=True)
+    organisms = sorted(run for run, spec in runs.items() if spec["study"] == "organisms")
+    kept = template.kept_variants(generations, organisms)
+    d_sets, g_sets = template.split(deltas, kept, organisms), template.split(generations, kept, organisms)
+    tables = _collected(d_sets["changed"], g_sets["changed"], runs, R, alpha, calibration)
+    tables["behaviour"] = _behaviour(g_sets["changed"])
+    if len(kept):
+        spec = {run: runs[run] for run in organisms}
+        kept_tables = _collected(d_sets["kept"], g_sets["kept"], spec, R, alpha, calibration)
+        kept_tables["behaviour"] = _behaviour(g_sets["kept"])
+    else:
+        kept_tables = _no_template_tables()
+    LOGGER.info("%d organism variants keep their template, in the template_* tables", len(kept))
     prov = make_provenance("crossstudy_collect", {"R": dict(R), "alpha": alpha, "calibration": dict(calibration)})
-    for name, table in (tables | {"behaviour": behaviour}).items():
+    for name, table in tables.items():
         write_table(table, outs[name], prov)
+    for name in ("per_prompt", "sgs", "changes", "change_null", "behaviour"):
+        write_table(kept_tables[name], outs[f"template_{name}"], prov)
+
+
+def _behaviour(generations: pd.DataFrame) -> pd.DataFrame:
+    """:func:`shiftwork.crossstudy.stats.behaviour` of the parsed (organism) rows of ``generations``."""
+    if "correct" not in generations.columns:
+        return stats.behaviour(pd.DataFrame())
+    parsed = generations[generations["correct"].notna()]
+    return stats.behaviour(parsed.astype({"correct": bool}).reset_index(drop=True) if len(parsed) else pd.DataFrame())
+
+
+def _no_template_tables() -> dict[str, pd.DataFrame]:
+    """The template_* tables when no organism variant keeps its template: empty, with their keys."""
+    from shiftwork.crossstudy.change_null import CHANGE_NULL_COLUMNS
+
+    keys = ["study", "run", "step", "dataset"]
+    return {
+        "per_prompt": pd.DataFrame(columns=[*keys, "prompt_id"]),
+        "sgs": pd.DataFrame(columns=[*keys, "n_prompts"]),
+        "changes": pd.DataFrame(columns=stats.CHANGE_COLUMNS),
+        "change_null": pd.DataFrame(columns=CHANGE_NULL_COLUMNS),
+        "behaviour": pd.DataFrame(columns=stats.BEHAVIOUR_COLUMNS),
+    }
 
 
 def crossstudy_freeform_collect(
@@ -60,9 +98,10 @@ def crossstudy_freeform_collect(
     """The tables of :func:`crossstudy_collect` (per_prompt, sgs, changes, change_null, replies)
     for the free-form probe of the trajectory ``runs`` (:mod:`shiftwork.crossstudy.freeform_steps`),
     whose replies are free-form: no answer words."""
-    generations = [read_table(p) for p in generation_paths]
+    deltas = pd.concat([read_table(p) for p in delta_paths], ignore_index=True)
+    generations = pd.concat([read_table(p) for p in generation_paths], ignore_index=True)
     spec = {run: {"study": "trajectory", "answers": []} for run in runs}
-    tables = _collected(delta_paths, generations, spec, R, alpha, calibration)
+    tables = _collected(deltas, generations, spec, R, alpha, calibration)
     prov = make_provenance(
         "crossstudy_freeform_collect", {"R": dict(R), "alpha": alpha, "calibration": dict(calibration)}
     )
@@ -71,20 +110,25 @@ def crossstudy_freeform_collect(
 
 
 def _collected(
-    delta_paths: Sequence[str],
-    generations: Sequence[pd.DataFrame],
+    deltas: pd.DataFrame,
+    generations: pd.DataFrame,
     runs: Mapping[str, Mapping[str, Any]],
     R: Mapping[str, float],
     alpha: float,
     calibration: Mapping[str, Any],
 ) -> dict[str, pd.DataFrame]:
-    """per_prompt, sgs, changes, change_null and replies of the checkpoints' deltas and replies."""
+    """per_prompt, sgs, changes, change_null and replies of the checkpoints' deltas and replies.
+    The null runs cover each run's prompts pooled and, for organisms runs, each distribution
+    (question 3 reports per distribution)."""
     from shiftwork.crossstudy.change_null import change_calibration
 
-    deltas = pd.concat([read_table(p) for p in delta_paths], ignore_index=True)
-    per_prompt, kinds = stats.per_prompt_by_kind(deltas, pd.concat(generations, ignore_index=True), runs, R)
+    per_prompt, kinds = stats.per_prompt_by_kind(deltas, generations, runs, R)
     changes = stats.changes(per_prompt, alpha)
-    null = change_calibration(per_prompt, alpha, int(calibration["replicates"]), int(calibration["seed"]))
+    reps, seed = int(calibration["replicates"]), int(calibration["seed"])
+    organisms = per_prompt[per_prompt["study"] == "organisms"]
+    nulls = [change_calibration(per_prompt, alpha, reps, seed)]
+    nulls += [change_calibration(organisms, alpha, reps, seed, d) for d in sorted(organisms["dataset"].unique())]
+    null = pd.concat(nulls, ignore_index=True)
     LOGGER.info(
         "%d checkpoints of %d runs; replies:\n%s\nstep-0 tests on null runs:\n%s",
         len(kinds),
@@ -112,31 +156,42 @@ def crossstudy_analyse(
     """Question 2 (``pairs``, :func:`shiftwork.crossstudy.analysis.stability_pairs`) from the
     trajectory study's ``scores`` and ``items`` tables (``trajectory``), and question 3
     (``organisms_steps``, ``organisms_timing``) from each organisms run's evaluation
-    (``organisms[run]``: ``scores``, ``identities`` paths and ``trained`` policy names).
-    ``inputs``: the per_prompt, sgs, changes and behaviour tables of :func:`crossstudy_collect`."""
+    (``organisms[run]``: ``scores``, ``identities`` paths and ``trained`` policy names), once for
+    the variants that change an organism's template and once (``template_organisms_steps``,
+    ``template_organisms_timing``) for those that keep it. ``inputs``: the per_prompt, sgs,
+    changes and behaviour tables of :func:`crossstudy_collect` and its template_sgs,
+    template_changes and template_behaviour."""
     per_prompt = read_table(inputs["per_prompt"])
-    sgs = read_table(inputs["sgs"])
-    changes = read_table(inputs["changes"])
     traj = per_prompt[per_prompt["study"] == "trajectory"]
     if len(traj):
         pairs = an.stability_pairs(traj, read_table(trajectory["scores"]), read_table(trajectory["items"]), analysis)
     else:
         pairs = pd.DataFrame(columns=an.PAIR_KEEP)
-    if organisms:
-        scores = pd.concat([read_table(o["scores"]) for o in organisms.values()], ignore_index=True)
-        identities = pd.concat([read_table(o["identities"]) for o in organisms.values()], ignore_index=True)
-        trained = {run: list(o["trained"]) for run, o in organisms.items()}
-        steps = an.organism_steps(sgs, scores, identities, trained, read_table(inputs["behaviour"]))
-    else:
-        steps = an.organism_steps(sgs.iloc[0:0], pd.DataFrame(), pd.DataFrame(), {})
-    timing = an.organism_timing(steps, changes, collapse, float(analysis["alpha"]))
     prov = make_provenance("crossstudy_analyse", {"analysis": dict(analysis), "collapse": collapse})
     write_table(pairs, outs["pairs"], prov)
-    write_table(steps, outs["organisms_steps"], prov)
-    write_table(timing, outs["organisms_timing"], prov)
+    for prefix in ("", "template_"):
+        tables = {k: read_table(inputs[f"{prefix}{k}"]) for k in ("sgs", "changes", "behaviour")}
+        steps, timing = _organism_tables(tables, organisms, collapse, float(analysis["alpha"]))
+        write_table(steps, outs[f"{prefix}organisms_steps"], prov)
+        write_table(timing, outs[f"{prefix}organisms_timing"], prov)
     LOGGER.info(
         "pairs:\n%s", pairs[["run", "axis", "ood", "r_primary", "p_primary_holm", "sign"]].to_string(index=False)
     )
+
+
+def _organism_tables(
+    tables: Mapping[str, pd.DataFrame], organisms: Mapping[str, Mapping[str, Any]], collapse: float, alpha: float
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(organisms_steps, organisms_timing) of one variant set's sgs, changes and behaviour tables."""
+    sgs = tables["sgs"]
+    if organisms and len(sgs):
+        scores = pd.concat([read_table(o["scores"]) for o in organisms.values()], ignore_index=True)
+        identities = pd.concat([read_table(o["identities"]) for o in organisms.values()], ignore_index=True)
+        trained = {run: list(o["trained"]) for run, o in organisms.items()}
+        steps = an.organism_steps(sgs, scores, identities, trained, tables["behaviour"])
+    else:
+        steps = an.organism_steps(sgs.iloc[0:0], pd.DataFrame(), pd.DataFrame(), {})
+    return steps, an.organism_timing(steps, tables["changes"], collapse, alpha)
 
 
 def crossstudy_calibrate(
@@ -169,8 +224,9 @@ def crossstudy_report(
 ) -> None:
     """The figures (``figures[run]`` = (png, svg) for every scored run) and the findings page.
     ``inputs``: sgs, changes, pairs, organisms_steps, organisms_timing, replies, and where there
-    are any change_null and the free-form probe's freeform_sgs, freeform_changes and
-    freeform_change_null."""
+    are any change_null, the template-kept variants' template_organisms_steps,
+    template_organisms_timing and template_change_null, and the free-form probe's freeform_sgs,
+    freeform_changes and freeform_change_null."""
     sgs, changes = read_table(inputs["sgs"]), read_table(inputs["changes"])
     pairs, steps, timing = (read_table(inputs[k]) for k in ("pairs", "organisms_steps", "organisms_timing"))
     scores = read_table(trajectory_scores) if trajectory_scores else pd.DataFrame()
@@ -190,6 +246,8 @@ def crossstudy_report(
         left_out = {run: out for run, (_, out) in an.pair_steps(traj, scores, settings.get("pinned")).items()}
     tables = {"sgs": sgs, "changes": changes, "pairs": pairs, "organisms_steps": steps, "organisms_timing": timing}
     tables |= {"calibration": cal, "replies": kinds, "change_null": _optional(inputs, "change_null")}
+    for name in ("organisms_steps", "organisms_timing", "change_null"):
+        tables[f"template_{name}"] = _optional(inputs, f"template_{name}")
     if _optional(inputs, "freeform_changes") is not None:
         tables["freeform"] = {k: _optional(inputs, f"freeform_{k}") for k in ("sgs", "changes", "change_null")}
     write_text(rep.findings(tables, settings, left_out), out_findings)
