@@ -11,7 +11,7 @@ from typing import Any
 import pandas as pd
 
 from shiftwork.crossstudy import analysis as an
-from shiftwork.crossstudy import precision, stats
+from shiftwork.crossstudy import precision, stats, template
 from shiftwork.crossstudy.jobs import ScoredCheckpoint
 from shiftwork.logs import LOGGER
 from shiftwork.provenance import make_provenance
@@ -50,7 +50,11 @@ def _one_precision(
     generations), as the cross-study's collect and analyse steps make them."""
     deltas = pd.concat([read_table(p) for p in paths["deltas"]], ignore_index=True)
     generations = pd.concat([read_table(p) for p in paths["generations"]], ignore_index=True)
-    per_prompt, _ = stats.per_prompt_by_kind(deltas, generations, runs, R)
+    # the organisms' variants that change the template, as the findings' main tables hold them
+    organisms = sorted(run for run, spec in runs.items() if spec["study"] == "organisms")
+    kept = template.kept_variants(generations, organisms)
+    changed = template.split(deltas, kept, organisms)["changed"]
+    per_prompt, _ = stats.per_prompt_by_kind(changed, template.split(generations, kept, organisms)["changed"], runs, R)
     traj = per_prompt[per_prompt["study"] == "trajectory"]
     if len(traj) and trajectory:
         pairs = an.stability_pairs(traj, read_table(trajectory["scores"]), read_table(trajectory["items"]), analysis)
