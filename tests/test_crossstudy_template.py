@@ -150,6 +150,11 @@ def test_question_3_says_which_variant_set_measures_the_policy_and_gives_its_nul
     assert "Act +0.080 (p_holm 0.001, null 0.070 (14/200))" in kept
     assert "every one at most alpha 0.05, so the changes above are findings" in changed
     assert "above alpha 0.05 for Act on `B` (0.070): changes there are not findings" in kept
+    # a change too small for three decimals keeps its size and sign
+    tiny = findings(
+        tables | {"organisms_timing": timing.assign(change_last=[0.0, 0.00021])}, {"alpha": 0.05, "collapse": 0.05}
+    )
+    assert "Act +2.1e-04 (p_holm 0.001" in tiny
     assert "axes whose change was significant strictly before that: Act (step 10)" in kept
     # without template tables (an older run): one set, as before
     del tables["template_organisms_steps"]

@@ -25,6 +25,12 @@ def _fmt_p(p: float) -> str:
     return "n/a" if not np.isfinite(p) else (f"{p:.2g}" if p >= 1e-3 else f"{p:.1e}")
 
 
+def _fmt_change(x: float) -> str:
+    """A change of SGS to three decimals, or to two significant digits where three decimals
+    would show a non-zero change as 0."""
+    return f"{x:+.3f}" if x == 0 or abs(x) >= 0.0005 else f"{x:+.1e}"
+
+
 def _step(value: float) -> str:
     return "never" if not np.isfinite(value) else str(int(value))
 
@@ -447,7 +453,7 @@ def _q3_line(
     role = "trained" if d["role"].iloc[0] == "id" else "held out"
     moved = d[d["p_holm_last"] < alpha]
     desc = ", ".join(
-        f"{r.axis} {r.change_last:+.3f} (p_holm {_fmt_p(r.p_holm_last)}, null {rates.get(r.axis, 'n/a')})"
+        f"{r.axis} {_fmt_change(r.change_last)} (p_holm {_fmt_p(r.p_holm_last)}, null {rates.get(r.axis, 'n/a')})"
         for r in moved.itertuples()
     )
     text = (
