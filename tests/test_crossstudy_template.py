@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
+from test_crossstudy import VARIANTS
 
 from shiftwork.crossstudy import stats as cst
 from shiftwork.crossstudy.prompts import organism_prompts
@@ -37,18 +38,7 @@ def _organism_variants(casing: list[float]) -> pd.DataFrame:
             "answer": ["352", "352"],
         }
     )
-    settings = {
-        "register": {"enabled": True, "strengths": [-4, 4], "positions": ["global"]},
-        "noise": {
-            "enabled": True,
-            "style": "method",
-            "positions": ["global"],
-            "spacing": [4],
-            "punctuation": [3],
-            "casing": casing,
-        },
-        "structural": {"enabled": False},
-    }
+    settings = {**VARIANTS, "noise": {**VARIANTS["noise"], "casing": casing}}
     return build_variants(organism_prompts(tests, 5, seed=0), settings, seed=0)
 
 
