@@ -146,6 +146,11 @@ def test_question_3_says_which_variant_set_measures_the_policy_and_gives_its_nul
     )
     assert "Act +2.1e-04 (p_holm 0.001" in tiny
     assert "axes whose change was significant strictly before that: Act (step 10)" in kept
+    # no variant kept the template (crossstudy.template_casing empty): the set says so
+    no_kept = tables | {"template_organisms_steps": kept_steps.iloc[0:0], "template_organisms_timing": pd.DataFrame()}
+    text = findings(no_kept, {"alpha": 0.05, "collapse": 0.05})
+    assert "**Variants that keep the trained template** (letter case only" in text
+    assert "none was built or kept by the gate." in text
     # without template tables (an older run): one set, as before
     del tables["template_organisms_steps"]
     one = findings(tables, {"alpha": 0.05, "collapse": 0.05})

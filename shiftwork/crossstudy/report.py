@@ -399,10 +399,13 @@ def _q3(
             "",
         ]
         for name, (set_steps, set_timing, null) in sets.items():
-            lines += _q3_set(
-                name, set_steps[set_steps["run"] == run], set_timing[set_timing["run"] == run], null, alpha, collapse
-            )
+            lines += _q3_set(name, _of_run(set_steps, run), _of_run(set_timing, run), null, alpha, collapse)
     return lines
+
+
+def _of_run(table: pd.DataFrame, run: str) -> pd.DataFrame:
+    """The rows of ``run`` (none when ``table`` is empty and has no columns)."""
+    return table[table["run"] == run] if "run" in table.columns else table.iloc[0:0]
 
 
 def _q3_set(
