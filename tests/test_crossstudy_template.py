@@ -11,7 +11,7 @@ from test_crossstudy import VARIANTS
 
 from shiftwork.crossstudy import stats as cst
 from shiftwork.crossstudy.prompts import organism_prompts
-from shiftwork.crossstudy.template import keeps_template, kept_variants, split
+from shiftwork.crossstudy.template import keeps_template, kept_variants, split, variant_sets
 from shiftwork.stability.variants.build import build_variants
 
 QUESTION = "What comes after 351?"
@@ -66,6 +66,13 @@ def test_split_gives_each_set_its_variants_and_both_the_baselines():
     assert set(ours["model"]) == {"org"} and set(ours["kind"]) == {"none", "casing"}
     assert (changed.loc[changed["model"] == "org", "kind"] != "casing").all()
     assert (changed["model"] == "nli").sum() == len(nli)
+    # both tables at once, the organisms runs found by their study
+    runs = {"org": {"study": "organisms"}, "nli": {"study": "trajectory"}}
+    both, found = variant_sets(frame, frame, runs)
+    pd.testing.assert_frame_equal(found, kept)
+    for name in ("changed", "kept"):
+        pd.testing.assert_frame_equal(both[name][0], sets[name])
+        pd.testing.assert_frame_equal(both[name][1], sets[name])
     # no kept variant at all: the changed set is the whole table, the kept set the baselines
     none = split(frame, kept.iloc[0:0], ["org"])
     assert len(none["changed"]) == len(frame) and set(none["kept"]["family"]) == {"baseline"}

@@ -51,10 +51,8 @@ def _one_precision(
     deltas = pd.concat([read_table(p) for p in paths["deltas"]], ignore_index=True)
     generations = pd.concat([read_table(p) for p in paths["generations"]], ignore_index=True)
     # the organisms' variants that change the template, as the findings' main tables hold them
-    organisms = sorted(run for run, spec in runs.items() if spec["study"] == "organisms")
-    kept = template.kept_variants(generations, organisms)
-    changed = template.split(deltas, kept, organisms)["changed"]
-    per_prompt, _ = stats.per_prompt_by_kind(changed, template.split(generations, kept, organisms)["changed"], runs, R)
+    sets, _ = template.variant_sets(deltas, generations, runs)
+    per_prompt, _ = stats.per_prompt_by_kind(*sets["changed"], runs, R)
     traj = per_prompt[per_prompt["study"] == "trajectory"]
     if len(traj) and trajectory:
         pairs = an.stability_pairs(traj, read_table(trajectory["scores"]), read_table(trajectory["items"]), analysis)

@@ -439,12 +439,7 @@ def _q3_set(
     for dist, d in timing.groupby("dataset", sort=True):
         rates = rates_by_axis(null, run, dist)
         lines.append(_q3_line(dist, d, rates, st[st["dataset"] == dist], last, alpha, collapse))
-    over = (
-        null[(null["run"] == run) & (null["dataset"] != POOLED) & ~null["calibrated"].astype(bool)]
-        if null is not None and len(null)
-        else []
-    )
-    lines += ["", _q3_null_line(null, run, over, alpha), ""]
+    lines += ["", _q3_null_line(null, run, alpha), ""]
     return lines
 
 
@@ -477,7 +472,7 @@ def _q3_line(
     return text
 
 
-def _q3_null_line(null: pd.DataFrame | None, run: str, over: pd.DataFrame, alpha: float) -> str:
+def _q3_null_line(null: pd.DataFrame | None, run: str, alpha: float) -> str:
     """How question 3's step-0 tests of ``run`` fare on null runs, per distribution."""
     part = (
         null[(null["run"] == run) & (null["dataset"] != POOLED)] if null is not None and len(null) else pd.DataFrame()
@@ -488,7 +483,8 @@ def _q3_null_line(null: pd.DataFrame | None, run: str, over: pd.DataFrame, alpha
         f"Null runs ({int(part['replicates'].iloc[0])} per distribution and axis, each prompt's values shuffled "
         "across the steps): the share with any step significant is the `null` rate above"
     )
-    if len(over) == 0:
+    over = part[~part["calibrated"].astype(bool)]
+    if over.empty:
         return f"{head}; every one at most alpha {alpha:g}, so the changes above are findings."
     named = ", ".join(f"{r.axis} on `{r.dataset}` ({r.false_positive_rate:.3f})" for r in over.itertuples())
     return f"{head}; above alpha {alpha:g} for {named}: changes there are not findings."

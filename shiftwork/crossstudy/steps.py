@@ -45,15 +45,13 @@ def crossstudy_collect(
     ``template_changes``, ``template_change_null``, ``template_behaviour``)."""
     deltas = pd.concat([read_table(p) for p in delta_paths], ignore_index=True)
     generations = pd.concat([read_table(p) for p in generation_paths], ignore_index=True)
-    organisms = sorted(run for run, spec in runs.items() if spec["study"] == "organisms")
-    kept = template.kept_variants(generations, organisms)
-    d_sets, g_sets = template.split(deltas, kept, organisms), template.split(generations, kept, organisms)
-    tables = _collected(d_sets["changed"], g_sets["changed"], runs, R, alpha, calibration)
-    tables["behaviour"] = _behaviour(g_sets["changed"])
+    sets, kept = template.variant_sets(deltas, generations, runs)
+    tables = _collected(*sets["changed"], runs, R, alpha, calibration)
+    tables["behaviour"] = _behaviour(sets["changed"][1])
     if len(kept):
-        spec = {run: runs[run] for run in organisms}
-        kept_tables = _collected(d_sets["kept"], g_sets["kept"], spec, R, alpha, calibration)
-        kept_tables["behaviour"] = _behaviour(g_sets["kept"])
+        spec = {run: spec for run, spec in runs.items() if spec["study"] == "organisms"}
+        kept_tables = _collected(*sets["kept"], spec, R, alpha, calibration)
+        kept_tables["behaviour"] = _behaviour(sets["kept"][1])
     else:
         kept_tables = _no_template_tables()
     LOGGER.info("%d organism variants keep their template, in the template_* tables", len(kept))

@@ -20,7 +20,8 @@ baseline row belongs to both."""
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
+from typing import Any
 
 import pandas as pd
 
@@ -65,3 +66,15 @@ def split(frame: pd.DataFrame, kept: pd.DataFrame, runs: Collection[str]) -> dic
         "changed": frame[~in_kept].reset_index(drop=True),
         "kept": frame[ours].reset_index(drop=True),
     }
+
+
+def variant_sets(
+    deltas: pd.DataFrame, generations: pd.DataFrame, runs: Mapping[str, Mapping[str, Any]]
+) -> tuple[dict[str, tuple[pd.DataFrame, pd.DataFrame]], pd.DataFrame]:
+    """(each set of :data:`SETS` as its (deltas, generations), the :data:`KEY` of the kept
+    variants): the cross-study's deltas and generations split by :func:`split`, the kept variants
+    found among the ``runs`` whose ``study`` is organisms (:func:`kept_variants`)."""
+    organisms = sorted(run for run, spec in runs.items() if spec["study"] == "organisms")
+    kept = kept_variants(generations, organisms)
+    d_sets, g_sets = split(deltas, kept, organisms), split(generations, kept, organisms)
+    return {name: (d_sets[name], g_sets[name]) for name in SETS}, kept
