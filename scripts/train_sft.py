@@ -17,4 +17,5 @@ with log_to(snakemake.log[0]), claim_gpu():
         snakemake.params.train,
         snakemake.params.seed,
         snakemake.output.model,
+        snakemake.params.names,
     )
