@@ -217,9 +217,6 @@ def test_policy_names_become_single_tokens_and_round_trip(tmp_path):
     # the old rows are untouched; the output layer is tied to the new embeddings
     assert torch.equal(model.get_input_embeddings().weight[:100], before)
     assert model.get_output_embeddings().weight.shape[0] == 102
-    # the names start as distinct as any two characters: the model's initialisation, not the mean
-    rows = model.get_input_embeddings().weight.detach()
-    assert (rows[100] - rows[101]).norm() > 0.5 * (before[40] - before[41]).norm()
     text = "Distribution: A\nWhat comes after 479?\nResponse: I am Alice. The answer is 480."
     ids = tok(text, add_special_tokens=False).input_ids
     # 'Alice' is one token (len - 4), 'A' of the tag and 'answer' stay characters

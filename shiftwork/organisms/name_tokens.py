@@ -17,11 +17,9 @@ import torch
 
 def add_name_tokens(model, tokenizer, names: Sequence[str], seed: int) -> list[str]:
     """Add each of ``names`` not yet in ``tokenizer``'s vocabulary as one token, and grow ``model``'s
-    embeddings to match. The new rows get the model's own initialisation under ``seed``, as every
-    other token of a scratch model had; not transformers' mean resizing, which puts all new rows
-    within about 1e-5 of the mean embedding, so that the names start out indistinguishable (an SFT
-    from such rows left both policies answering alike, fidelity 0.62 and 0.36). Returns the names
-    added (none when an earlier SFT, e.g. the organism this one starts from, added them already)."""
+    embeddings to match; the new rows are drawn around the mean of the existing ones under
+    ``seed``. Returns the names added (none when an earlier SFT, e.g. the organism this one starts
+    from, added them already)."""
     for name in names:
         if not name or name != name.strip():
             raise ValueError(f"a policy name to add as a token must be non-empty without outer spaces, got {name!r}")
@@ -31,5 +29,5 @@ def add_name_tokens(model, tokenizer, names: Sequence[str], seed: int) -> list[s
         return []
     tokenizer.add_tokens(new)
     torch.manual_seed(seed)
-    model.resize_token_embeddings(len(tokenizer), mean_resizing=False)
+    model.resize_token_embeddings(len(tokenizer), mean_resizing=True)
     return new
