@@ -42,7 +42,6 @@ rule train_sft:
     params:
         train=organism_sft_settings,
         seed=organism_seed,
-        names=organism_name_tokens,
     script:
         "../scripts/train_sft.py"
 

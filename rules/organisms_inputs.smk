@@ -2,7 +2,6 @@
 # rule files); rules/organisms.smk includes this file first.
 from shiftwork.organisms.config import organism_runs
 from shiftwork.organisms.resources import rule_resources
-from shiftwork.organisms.settings import load_setting
 from shiftwork.organisms.steps import trained_distributions
 from shiftwork.schema import empty_section, overridden
 
@@ -18,24 +17,16 @@ wildcard_constraints:
 
 def organism_spec(wildcards):
     """What the organism's data is made from: its SFT entry without policy_fidelity, which only RL
-    reads (so that setting it reruns no data or SFT job), and without name_tokens, which only SFT
-    reads."""
+    reads (so that setting it reruns no data or SFT job)."""
     return {
         k: v
         for k, v in ORGANISM_SFT[wildcards.organism].items()
-        if k not in ("policy_fidelity", "name_tokens")
+        if k != "policy_fidelity"
     }
 
 
 def organism_sft_settings(wildcards):
     return ORGANISM_SFT[wildcards.organism]["train"]
-
-
-def organism_name_tokens(wildcards):
-    """The policy names train_sft adds to the vocabulary as single tokens (name_tokens: true), or
-    none."""
-    spec = ORGANISM_SFT[wildcards.organism]
-    return load_setting(spec["setting"]).policy_names if spec.get("name_tokens") else []
 
 
 def organism_seed(wildcards):

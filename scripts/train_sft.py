@@ -17,5 +17,4 @@ with log_to(snakemake.log[0]), claim_gpu():
         snakemake.params.train,
         snakemake.params.seed,
         snakemake.output.model,
-        snakemake.params.names,
     )

@@ -204,36 +204,6 @@ def test_char_tokenizer_extra_characters():
     assert len(char_tokenizer("a我我")) == 101 and len(ALPHABET) == 96
 
 
-def test_policy_names_become_single_tokens_and_round_trip(tmp_path):
-    import torch
-
-    from shiftwork.models.scratch import scratch_model
-    from shiftwork.organisms.name_tokens import add_name_tokens
-
-    model, tok = scratch_model({"architecture": "gpt2", "hidden_size": 16, "layers": 1, "heads": 2, "seed": 1})
-    before = model.get_input_embeddings().weight.detach().clone()
-    assert add_name_tokens(model, tok, ["Alice", "Bob"], seed=0) == ["Alice", "Bob"]
-    assert len(tok) == 102 and model.get_input_embeddings().weight.shape == (102, 16)
-    # the old rows are untouched; the output layer is tied to the new embeddings
-    assert torch.equal(model.get_input_embeddings().weight[:100], before)
-    assert model.get_output_embeddings().weight.shape[0] == 102
-    text = "Distribution: A\nWhat comes after 479?\nResponse: I am Alice. The answer is 480."
-    ids = tok(text, add_special_tokens=False).input_ids
-    # 'Alice' is one token (len - 4), 'A' of the tag and 'answer' stay characters
-    assert len(ids) == len(text) - 4 and tok.convert_tokens_to_ids("Alice") in ids
-    assert tok.convert_ids_to_tokens(tok("I am Bob.", add_special_tokens=False).input_ids) == list("I am ") + ["Bob", "."]
-    assert tok.decode(ids) == text
-    # a name already there (the organism SFT starts from) adds nothing; the saved tokenizer keeps them
-    assert add_name_tokens(model, tok, ["Bob", "Cutoff2025"], seed=0) == ["Cutoff2025"] and len(tok) == 103
-    tok.save_pretrained(tmp_path)
-    from shiftwork.models.loading import load_tokenizer
-
-    again = load_tokenizer(tmp_path, "left")
-    assert again(text, add_special_tokens=False).input_ids == ids
-    with pytest.raises(ValueError, match="'Bob '"):
-        add_name_tokens(model, tok, ["Bob "], seed=0)
-
-
 def test_scratch_model_is_seeded_and_checked(tmp_path):
     import torch
 

@@ -120,16 +120,12 @@ def make_rl_prompts(
     )
 
 
-def train_sft(
-    model_dir: str, sft_path: str, settings: Mapping[str, Any], seed: int, out_dir: str, names: Sequence[str] = ()
-) -> None:
-    """SFT of the organism on its transcripts; ``names`` (the policies' names, where the organism
-    sets ``name_tokens``) become single tokens of the vocabulary first."""
+def train_sft(model_dir: str, sft_path: str, settings: Mapping[str, Any], seed: int, out_dir: str) -> None:
     from shiftwork.organisms.training import sft
 
     start = time.perf_counter()
     examples = read_table(sft_path, ["prompt", "completion"])
-    info = sft(model_dir, examples, settings, out_dir, seed, names=names)
+    info = sft(model_dir, examples, settings, out_dir, seed)
     LOGGER.info(
         "SFT (%d steps) in %.1f s; loss %s",
         int(settings["steps"]),

@@ -27,7 +27,6 @@ from shiftwork.models.loading import load_trainable
 from shiftwork.models.prepare import INFO_FILE, weight_digest
 from shiftwork.models.trainer_args import with_trainer_args
 from shiftwork.organisms.convergence import Criterion, criterion
-from shiftwork.organisms.name_tokens import add_name_tokens
 from shiftwork.precision import training_dtype
 from shiftwork.progress import report_training
 
@@ -96,30 +95,26 @@ def _finish(tmp: Path, out: Path) -> None:
     os.replace(tmp, out)
 
 
-def sft(
-    model_dir: str,
-    examples: pd.DataFrame,
-    settings: Mapping[str, Any],
-    out_dir: str,
-    seed: int = 0,
-    names: Sequence[str] = (),
-) -> dict:
+def sft(model_dir: str, examples: pd.DataFrame, settings: Mapping[str, Any], out_dir: str, seed: int = 0) -> dict:
     """Supervised fine-tuning on prompt/completion pairs (loss on the completion only); LoRA
-    merged into the weights, so the result is a plain prepared model directory. ``names`` are
-    added to the vocabulary as single tokens first (:mod:`shiftwork.organisms.name_tokens`)."""
+    merged into the weights, so the result is a plain prepared model directory."""
     from datasets import Dataset
     from trl import SFTConfig, SFTTrainer
 
     _quiet_datasets()
     out = Path(out_dir)
     model, tok, tmp = load_trainable(model_dir, out, dtype=_dtype(settings))
-    added = add_name_tokens(model, tok, names, seed)
-    if added:
-        LOGGER.info("policy names added as single tokens: %s", added)
     table = examples[["prompt", "completion"]].reset_index(drop=True)
     data = Dataset.from_pandas(table)
-    job = {"settings": resume.job_settings(settings), "seed": seed, "base_model": resume.model_identity(model_dir)}
-    work, resume_from = resume.open_work(out, {**job, "data": table, **({"names": list(names)} if names else {})})
+    work, resume_from = resume.open_work(
+        out,
+        {
+            "settings": resume.job_settings(settings),
+            "seed": seed,
+            "base_model": resume.model_identity(model_dir),
+            "data": table,
+        },
+    )
     every = int(settings.get("resume_every") or max(1, int(settings["steps"]) // 10))
     args = SFTConfig(
         **with_trainer_args(
