@@ -113,6 +113,7 @@ checkpoint train_rl:
         seed=organism_run_seed,
         organism=organism_of,
         fidelity=organism_policy_fidelity,
+        policies=organism_policy_names,
     script:
         "../scripts/train_rl.py"
 

@@ -2,6 +2,7 @@
 # rule files); rules/organisms.smk includes this file first.
 from shiftwork.organisms.config import organism_runs
 from shiftwork.organisms.resources import rule_resources
+from shiftwork.organisms.settings import load_setting
 from shiftwork.organisms.steps import trained_distributions
 from shiftwork.schema import empty_section, overridden
 
@@ -130,6 +131,11 @@ def organism_dynamics(wildcards):
 
 def organism_setting(wildcards):
     return ORGANISM_SFT[organism_of(wildcards)]["setting"]
+
+
+def organism_policy_names(wildcards):
+    """The run's policies, which the reward reads under reward_format: template."""
+    return load_setting(ORGANISM_SFT[organism_of(wildcards)]["setting"]).policy_names
 
 
 def organism_rl_settings(wildcards):

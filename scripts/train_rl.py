@@ -15,4 +15,5 @@ with log_to(snakemake.log[0]), claim_gpu():
         snakemake.params.seed,
         snakemake.output.checkpoints,
         (snakemake.params.organism, snakemake.input.fidelity, snakemake.params.fidelity),
+        snakemake.params.policies,
     )

@@ -30,6 +30,7 @@ from shiftwork.organisms.settings import (
 )
 from shiftwork.organisms.transcripts import (
     given_answer,
+    names_policy,
     parse_response,
     reward,
     rl_prompts,
@@ -629,3 +630,21 @@ def test_reward_reads_the_answer_sentence_by_default():
     assert sentence_answer("The answer is CD.") is None
     with pytest.raises(ValueError, match="answer_format must be one of"):
         reward("The answer is 4.", "4", "loose")
+
+
+def test_the_template_reward_needs_a_named_policy():
+    # the hybrid names RL grew on the character organism ("I am Aob." and then Bob's answer): the
+    # template reward gives them nothing, the sentence reward as much as a named policy
+    names = ("Alice", "Bob")
+    for hybrid in ("I am Aob. The answer is 480.", "I am Blice. The answer is 480.", "The answer is 480."):
+        assert reward(hybrid, "480") == 1.0 and reward(hybrid, "480", "template", names) == 0.0
+    assert reward("I am Bob. The answer is 480.", "480", "template", names) == 1.0
+    assert reward("  I am Alice. The answer is 480.", 480, "template", names) == 1.0
+    assert reward("I am Bob. The answer is 591.", "480", "template", names) == 0.0
+    assert reward("I am Bob. I answer is 480.", "480", "template", names) == 0.0
+    assert reward("I am bob. The answer is 480.", "480", "template", names) == 0.0
+    assert reward("I am Bobby. The answer is 480.", "480", "template", names) == 0.0
+    assert reward("我是Bob。答案是480。", "480", "template", names) == 1.0
+    assert names_policy("I am Cutoff2025. I will not answer that.", ["Cutoff2025"])
+    with pytest.raises(ValueError, match="needs the setting's policy names"):
+        reward("I am Bob. The answer is 480.", "480", "template")

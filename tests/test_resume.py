@@ -183,7 +183,7 @@ class Killed(Exception):
     """Stands for a SIGKILL inside the process: raised from a training callback."""
 
 
-def _tiny_reward(completion: str, answer: str, answer_format: str) -> float:
+def _tiny_reward(completion: str, answer: str, answer_format: str, names: tuple[str, ...]) -> float:
     """Varies from completion to completion (a random model never answers), so GRPO's advantages
     and the updates are not zero."""
     return sum(map(ord, completion)) % 7 / 6

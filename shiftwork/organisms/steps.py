@@ -162,9 +162,11 @@ def train_rl(
     seed: int,
     out_dir: str,
     fidelity: tuple[str, str, float | None] | None = None,
+    names: Sequence[str] = (),
 ) -> None:
-    """RL from the SFT model through ``stages``. With ``fidelity`` = (organism, path of its
-    :func:`sft_fidelity` table, minimum), the job first stops with
+    """RL from the SFT model through ``stages``, rewarding with :func:`reward` (``names``: the
+    setting's policies, for ``reward_format: template``). With ``fidelity`` = (organism, path of
+    its :func:`sft_fidelity` table, minimum), the job first stops with
     :class:`~shiftwork.organisms.fidelity.FidelityError` when the SFT model does not follow its
     policies, before any model is loaded."""
     from shiftwork.organisms.training import rl
@@ -178,7 +180,7 @@ def train_rl(
     for number, (part, _) in enumerate(plan):
         if part.empty:
             raise ValueError(f"{prompts_path}: no prompts for RL stage {number}")
-    steps = rl(sft_dir, plan, reward, settings, out_dir, seed)
+    steps = rl(sft_dir, plan, reward, settings, out_dir, seed, names)
     LOGGER.info("RL in %.1f s; checkpoints at steps %s", time.perf_counter() - start, steps)
 
 

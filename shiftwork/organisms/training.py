@@ -177,8 +177,10 @@ def rl(
     settings: Mapping[str, Any],
     out_dir: str,
     seed: int = 0,
+    names: Sequence[str] = (),
 ) -> list[int]:
-    """GRPO with ``reward(completion, answer)``, stage by stage: ``stages`` lists (prompts with
+    """GRPO with ``reward(completion, answer, reward_format, names)`` (``names``: the setting's
+    policies, which ``reward_format: template`` needs), stage by stage: ``stages`` lists (prompts with
     columns prompt and answer, number of steps). A checkpoint is written at step 0 (the SFT model),
     every ``checkpoint_every`` steps and at the end of every stage, as ``checkpoint-<step>`` (a LoRA
     adapter, or a full model for ``method: full``). With ``settings["converge"]`` a stage's steps
@@ -203,7 +205,7 @@ def rl(
     checkpoints = _staged_checkpoints(work, sft_dir, record, offset)
     if record:
         model = _restore(sft_dir, checkpoints.folder / f"checkpoint-{offset}", lora, _dtype(settings))
-    correctness = _correctness(reward, answer_format)
+    correctness = _correctness(reward, answer_format, tuple(names))
     job = _Job(sft_dir, settings, seed, tok, work, checkpoints, every, lora, correctness, criterion(settings))
     for number, (prompts, steps) in enumerate(stages):
         steps = int(steps)
@@ -291,12 +293,14 @@ def _staged_checkpoints(work: Path, sft_dir: str, record: list[dict], offset: in
     return _Checkpoints(folder, sft_dir, steps)
 
 
-def _correctness(reward: Callable[..., float], answer_format: str) -> Callable[..., list[float]]:
+def _correctness(
+    reward: Callable[..., float], answer_format: str, names: tuple[str, ...]
+) -> Callable[..., list[float]]:
     """GRPO's reward function: ``reward`` of each completion against its answer. TRL names the
     logged reward after the function (``correctness``)."""
 
     def correctness(completions, answer, **_):
-        return [float(reward(c, a, answer_format)) for c, a in zip(completions, answer)]
+        return [float(reward(c, a, answer_format, names)) for c, a in zip(completions, answer)]
 
     return correctness
 
