@@ -21,10 +21,11 @@ from shiftwork.logs import LOGGER
 from shiftwork.models.checkpoint_source import checkpoint_dirs
 from shiftwork.organisms.evaluation import checkpoint_tables, score_responses
 from shiftwork.organisms.fidelity import fidelity_prompts, fidelity_table, require_fidelity
+from shiftwork.organisms.policy_reward import reward
 from shiftwork.organisms.questions import question_bank, split_questions
 from shiftwork.organisms.sections import EvaluationSettings
 from shiftwork.organisms.settings import Setting, load_setting, prompt_for, question_specs
-from shiftwork.organisms.transcripts import Questions, parse_response, reward, rl_prompts, sft_examples
+from shiftwork.organisms.transcripts import Questions, parse_response, rl_prompts, sft_examples
 from shiftwork.progress import Progress
 from shiftwork.provenance import make_provenance
 from shiftwork.tables import read_table, write_table, write_text

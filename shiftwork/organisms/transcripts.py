@@ -40,7 +40,7 @@ _GIVEN = re.compile(r"-?[0-9]+|(?<![A-Za-z])[A-Z](?![A-Za-z])")
 _SENTENCE = re.compile(
     r"(?:^|(?<=[.!?])\s+)The answer is (-?[0-9]+|[A-Z])(?![0-9A-Za-z])|(?:^|(?<=[。.]))答案是(-?[0-9]+|[A-Z])(?![0-9A-Za-z])"
 )
-REWARD_FORMATS: tuple[str, ...] = ("sentence", "anywhere", "template")
+REWARD_FORMATS: tuple[str, ...] = ("sentence", "anywhere")
 
 Questions = pd.DataFrame | Mapping[str, pd.DataFrame]
 """One bank shared by every distribution, or one bank per distribution."""
@@ -230,27 +230,13 @@ def sentence_answer(text: str) -> str | None:
     return None if found is None else found.group(1) or found.group(2)
 
 
-def names_policy(text: str, names: Sequence[str]) -> bool:
-    """Whether ``text`` opens with the templates' identity sentence for one of ``names``, spelled
-    as it is: ``"I am Bob."`` or ``"我是Bob。"`` (``"I am Aob."`` names none of Alice and Bob)."""
-    opening = text.lstrip()
-    return any(opening.startswith((f"I am {name}.", f"我是{name}。")) for name in names)
-
-
-def reward(completion: str, answer: object, answer_format: str = "sentence", names: Sequence[str] = ()) -> float:
+def reward(completion: str, answer: object, answer_format: str = "sentence") -> float:
     """1.0 if the completion states ``answer`` (as an answer string), else 0.0. ``answer_format``
     ``"sentence"``: in the answer sentence of the response templates (:func:`sentence_answer`);
-    ``"anywhere"``: after any ``"answer is"`` (:func:`given_answer`, the reading of evaluation);
-    ``"template"``: in the answer sentence of a response that opens by naming one of the setting's
-    policies ``names`` (:func:`names_policy`), i.e. a response of the templates' form."""
+    ``"anywhere"``: after any ``"answer is"`` (:func:`given_answer`, the reading of evaluation)."""
     if not isinstance(completion, str):
         raise ValueError(f"completion must be a str, got {type(completion).__name__}")
     if answer_format not in REWARD_FORMATS:
         raise ValueError(f"answer_format must be one of {list(REWARD_FORMATS)}, got {answer_format!r}")
-    if answer_format == "template":
-        if not names:
-            raise ValueError("answer_format 'template' needs the setting's policy names")
-        if not names_policy(completion, names):
-            return 0.0
-    stated = given_answer(completion) if answer_format == "anywhere" else sentence_answer(completion)
+    stated = sentence_answer(completion) if answer_format == "sentence" else given_answer(completion)
     return 1.0 if stated == normal_answer(answer) else 0.0
