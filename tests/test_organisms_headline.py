@@ -5,11 +5,12 @@ and then 2026 for every default seed, and evaluation of the SFT model and of the
 Most seeds of each experiment must meet the headline docs/organisms.md states after every stage:
 accuracy at least 0.9 where it was trained, at most 0.05 where no selected policy answers (B, A;
 2027), and at least 0.9 of the responses naming a selected policy (organisms.headline). Which
-seeds meet it depends on the CPU: with these settings it was met in all 12 (run, phase) cells on
-an AMD EPYC with AVX-512, and in 10 of 12 on an Intel Xeon with AMX, where RL on A with seed 2
-stopped at a held-out accuracy of 0.060 and RL on B with seed 1 stopped naming its identity in
-half of its responses (both cells repeated exactly on a second run there). About a quarter of
-an hour on two cores. Coverage is left out: the default's coverage run does not meet its headline (docs/organisms.md)."""
+seeds meet it can depend on the CPU, whose rounding sends the small model's RL down other paths
+from the same seed. Under the answer-sentence reward two seeds missed it on an Intel Xeon with
+AMX (a held-out accuracy a little above 0.05, and hybrid names in half of one run's responses), though
+every (run, phase) cell met it on an AMD EPYC; the default's template reward, which gives
+nothing to a response naming no policy, removed the hybrid names behind both misses. About a
+quarter of an hour on two cores. Coverage is left out: the default's coverage run does not meet its headline (docs/organisms.md)."""
 
 from __future__ import annotations
 
