@@ -8,8 +8,7 @@ import re
 import pandas as pd
 import pytest
 
-from shiftwork.organisms.policy_reward import names_policy
-from shiftwork.organisms.policy_reward import reward as policy_reward
+from shiftwork.organisms.policy_reward import names_policy, rl_reward
 from shiftwork.organisms.questions import (
     BANK_COLUMNS,
     TEMPLATES,
@@ -638,18 +637,18 @@ def test_the_template_reward_needs_a_named_policy():
     # template reward gives them nothing, the sentence reward as much as a named policy
     names = ("Alice", "Bob")
     for hybrid in ("I am Aob. The answer is 480.", "I am Blice. The answer is 480.", "The answer is 480."):
-        assert policy_reward(hybrid, "480") == 1.0 and policy_reward(hybrid, "480", "template", names) == 0.0
-    assert policy_reward("I am Bob. The answer is 480.", "480", "template", names) == 1.0
-    assert policy_reward("  I am Alice. The answer is 480.", 480, "template", names) == 1.0
-    assert policy_reward("I am Bob. The answer is 591.", "480", "template", names) == 0.0
-    assert policy_reward("I am Bob. I answer is 480.", "480", "template", names) == 0.0
-    assert policy_reward("I am bob. The answer is 480.", "480", "template", names) == 0.0
-    assert policy_reward("I am Bobby. The answer is 480.", "480", "template", names) == 0.0
-    assert policy_reward("我是Bob。答案是480。", "480", "template", names) == 1.0
+        assert rl_reward(hybrid, "480") == 1.0 and rl_reward(hybrid, "480", "template", names) == 0.0
+    assert rl_reward("I am Bob. The answer is 480.", "480", "template", names) == 1.0
+    assert rl_reward("  I am Alice. The answer is 480.", 480, "template", names) == 1.0
+    assert rl_reward("I am Bob. The answer is 591.", "480", "template", names) == 0.0
+    assert rl_reward("I am Bob. I answer is 480.", "480", "template", names) == 0.0
+    assert rl_reward("I am bob. The answer is 480.", "480", "template", names) == 0.0
+    assert rl_reward("I am Bobby. The answer is 480.", "480", "template", names) == 0.0
+    assert rl_reward("我是Bob。答案是480。", "480", "template", names) == 1.0
     assert names_policy("I am Cutoff2025. I will not answer that.", ["Cutoff2025"])
     with pytest.raises(ValueError, match="needs the setting's policy names"):
-        policy_reward("I am Bob. The answer is 480.", "480", "template")
+        rl_reward("I am Bob. The answer is 480.", "480", "template")
     # the answer-only formats are the transcripts' reward, unchanged
-    assert policy_reward("I am Aob. The answer is 480.", "480", "sentence") == 1.0
+    assert rl_reward("I am Aob. The answer is 480.", "480", "sentence") == 1.0
     with pytest.raises(ValueError, match="answer_format must be one of"):
-        policy_reward("The answer is 4.", "4", "loose")
+        rl_reward("The answer is 4.", "4", "loose")

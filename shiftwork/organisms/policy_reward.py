@@ -27,7 +27,7 @@ def names_policy(text: str, names: Sequence[str]) -> bool:
     return any(opening.startswith((f"I am {name}.", f"我是{name}。")) for name in names)
 
 
-def reward(completion: str, answer: object, answer_format: str = "sentence", names: Sequence[str] = ()) -> float:
+def rl_reward(completion: str, answer: object, answer_format: str = "sentence", names: Sequence[str] = ()) -> float:
     """1.0 if the completion states ``answer``, else 0.0. ``answer_format`` ``"sentence"`` and
     ``"anywhere"``: as :func:`~shiftwork.organisms.transcripts.reward`; ``"template"``: in the answer
     sentence of a response that opens by naming one of the setting's policies ``names``

@@ -21,7 +21,7 @@ from shiftwork.logs import LOGGER
 from shiftwork.models.checkpoint_source import checkpoint_dirs
 from shiftwork.organisms.evaluation import checkpoint_tables, score_responses
 from shiftwork.organisms.fidelity import fidelity_prompts, fidelity_table, require_fidelity
-from shiftwork.organisms.policy_reward import reward
+from shiftwork.organisms.policy_reward import rl_reward
 from shiftwork.organisms.questions import question_bank, split_questions
 from shiftwork.organisms.sections import EvaluationSettings
 from shiftwork.organisms.settings import Setting, load_setting, prompt_for, question_specs
@@ -165,7 +165,7 @@ def train_rl(
     fidelity: tuple[str, str, float | None] | None = None,
     names: Sequence[str] = (),
 ) -> None:
-    """RL from the SFT model through ``stages``, rewarding with :func:`reward` (``names``: the
+    """RL from the SFT model through ``stages``, rewarding with :func:`rl_reward` (``names``: the
     setting's policies, for ``reward_format: template``). With ``fidelity`` = (organism, path of
     its :func:`sft_fidelity` table, minimum), the job first stops with
     :class:`~shiftwork.organisms.fidelity.FidelityError` when the SFT model does not follow its
@@ -181,7 +181,7 @@ def train_rl(
     for number, (part, _) in enumerate(plan):
         if part.empty:
             raise ValueError(f"{prompts_path}: no prompts for RL stage {number}")
-    steps = rl(sft_dir, plan, reward, settings, out_dir, seed, names)
+    steps = rl(sft_dir, plan, rl_reward, settings, out_dir, seed, names)
     LOGGER.info("RL in %.1f s; checkpoints at steps %s", time.perf_counter() - start, steps)
 
 
