@@ -481,13 +481,14 @@ def grpo_check(model_dir: Path, work: Path, steps: int, mode) -> dict:
         settings.update(TINY_RL)
     setting = load_setting(spec["setting"])
     stages = [{"distributions": [setting.distributions[0]], "steps": steps}]
+    names = setting.policy_names  # reward_format: template reads them
     questions, _ = split_banks(setting, spec["questions"])
     write_table(questions, work / "questions.parquet")
     make_rl_prompts("check", spec["setting"], str(work / "questions.parquet"), stages, 256, 0, str(work / "rl.parquet"))
     reset_peak_memory(mode)
     t = time.perf_counter()
     with clocked(training) as clock:
-        train_rl(str(model_dir), str(work / "rl.parquet"), stages, settings, 0, str(work / "rl"))
+        train_rl(str(model_dir), str(work / "rl.parquet"), stages, settings, 0, str(work / "rl"), names=names)
     result = {"run_s": round(time.perf_counter() - t, 1), **clock.rates(), **clock.setup, **peak_memory(mode)}
     result["completions_per_s"] = round(int(settings["batch_size"]) * result["steps_per_s"], 1)
     result.update(
